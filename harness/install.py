@@ -8,7 +8,8 @@
 Each ``ensure_*`` function returns what it installed and is cheap when the
 cache is already warm. Overrides for air-gapped machines:
 ``STREAMCERT_KAFKA_LIB`` (a folder of broker jars), ``STREAMCERT_TOXIPROXY_BIN``,
-``STREAMCERT_PG_BIN`` (a folder with ``postgres`` and ``initdb``).
+``STREAMCERT_PG_BIN`` (a folder with ``postgres`` and ``initdb``), ``STREAMCERT_MAVEN_REPO``
+(a mirror of Maven Central).
 """
 
 from __future__ import annotations
@@ -153,20 +154,33 @@ def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
         if lib.exists():
             shutil.rmtree(lib)
         code, output = run_logged(
-            [mvn, "-B", "-q", "-f", str(root / "pom.xml"), "dependency:copy-dependencies",
-             f"-DoutputDirectory={lib}", "-DincludeScope=runtime"],
+            [mvn, "-B", "-q", *_maven_settings_args(root), "-f", str(root / "pom.xml"),
+             "dependency:copy-dependencies", f"-DoutputDirectory={lib}", "-DincludeScope=runtime"],
             description=f"Resolving Apache Kafka {version} jars from Maven Central (first run only)",
             timeout=900,
         )
         if code != 0:
             raise PrerequisiteMissing(
                 f"Maven could not resolve org.apache.kafka:kafka_2.13:{version} (exit code {code}).",
-                hint="Check that Maven Central is reachable (proxy settings in ~/.m2/settings.xml), "
-                "or set STREAMCERT_KAFKA_LIB to a folder of broker jars.",
+                hint="Check that Maven Central is reachable (proxy settings in ~/.m2/settings.xml; "
+                "STREAMCERT_MAVEN_REPO names a mirror), or set STREAMCERT_KAFKA_LIB to a folder of broker jars.",
                 details=output,
             )
         (lib / _COMPLETE).write_text(version)
     return lib
+
+
+def _maven_settings_args(workdir: Path) -> list[str]:
+    """Maven keeps its downloads in streamcert's cache; ``STREAMCERT_MAVEN_REPO`` names a mirror of Central."""
+    args = [f"-Dmaven.repo.local={cache_dir() / 'm2'}"]
+    mirror = os.environ.get("STREAMCERT_MAVEN_REPO")
+    if mirror:
+        settings = workdir / "settings.xml"
+        settings.write_text(
+            "<settings><mirrors><mirror><id>streamcert-mirror</id><mirrorOf>*</mirrorOf>"
+            f"<url>{mirror}</url></mirror></mirrors></settings>\n")
+        args += ["-s", str(settings)]
+    return args
 
 
 # --- Toxiproxy ---------------------------------------------------------------

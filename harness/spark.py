@@ -11,12 +11,13 @@ JVM, so a run leaves no process behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from .cache import cache_dir
 from .errors import ConfigurationError
@@ -91,9 +92,6 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     find_java()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    if run_token:
-        # Inherited by the driver JVM, executors and Python workers: lets teardown find them all.
-        os.environ[RUN_TOKEN_VAR] = run_token
     log4j = _quiet_log4j2()
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     builder = (
@@ -115,9 +113,26 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
         builder = builder.config("spark.jars.ivy", str(cache_dir() / "ivy"))
     for key, value in config.conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    # The token is inherited by the driver JVM, executors and Python workers (so teardown finds them
+    # all) but must not leak into processes this interpreter starts later.
+    with _env_var(RUN_TOKEN_VAR, run_token or None):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.log_level)
     return spark
+
+
+@contextlib.contextmanager
+def _env_var(name: str, value: str | None) -> Iterator[None]:
+    previous = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
 def stop_spark(spark=None) -> None:

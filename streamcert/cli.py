@@ -1,0 +1,194 @@
+"""The ``streamcert`` command line.
+
+Errors a user can act on are printed as one paragraph with a hint and exit
+with code 2; an interrupted command tears down what it started and exits 130;
+anything else is a bug in streamcert, reported in one line (``--debug`` shows
+the traceback) with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Sequence
+
+from harness.errors import StreamcertError
+from harness.providers import PROVIDERS
+
+from . import __version__
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _print_table(rows: list[tuple[str, ...]], headers: tuple[str, ...]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*headers, show_lines=False)
+    for row in rows:
+        table.add_row(*row)
+    Console(stderr=False, highlight=False, width=max(100, min(160, _terminal_width()))).print(table)
+
+
+def _terminal_width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 120
+
+
+# -- env check -------------------------------------------------------------------
+
+def _env_check(args: argparse.Namespace) -> int:
+    from harness.doctor import required_failures, run_checks
+
+    checks = run_checks()
+    failures = required_failures(checks)
+    if args.json:
+        print(json.dumps({"ok": not failures, "checks": [check.as_dict() for check in checks]}))
+    else:
+        rows = [(("[green]ok[/green]" if c.ok else ("[red]MISSING[/red]" if c.required else "[yellow]no[/yellow]")),
+                 c.name, c.detail + (f"\n[dim]hint: {c.hint}[/dim]" if c.hint and not c.ok else ""))
+                for c in checks]
+        _print_table(rows, ("status", "check", "detail"))
+        if failures:
+            print(f"{len(failures)} required prerequisite(s) missing: "
+                  f"{', '.join(c.name for c in failures)}.", file=sys.stderr)
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+# -- env up ----------------------------------------------------------------------
+
+def _env_up(args: argparse.Namespace) -> int:
+    from harness.environment import Environment, EnvironmentConfig
+    from harness.spark import SparkConfig
+
+    config = EnvironmentConfig(provider=args.provider, kafka_heap_mb=args.kafka_heap_mb,
+                               spark=SparkConfig(master=args.spark_master) if args.spark else None)
+    with Environment(config) as env:
+        endpoints = env.endpoints.as_dict()
+        _print_table([(name, str(value)) for name, value in endpoints.items()], ("endpoint", "address"))
+        print(json.dumps({"provider": env.provider, "startup_s": round(env.startup_seconds or 0, 2),
+                          **endpoints}), flush=True)
+        print("Stack is up. Press Ctrl-C to stop it.", file=sys.stderr, flush=True)
+        stop = threading.Event()
+        if args.for_seconds is not None:
+            stop.wait(args.for_seconds)
+        else:
+            while not stop.wait(3600):
+                pass
+    print("Stack stopped.", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- env smoke -------------------------------------------------------------------
+
+def _env_smoke(args: argparse.Namespace) -> int:
+    from harness.smoke import failed_expectations, run_smoke
+
+    result = run_smoke(provider=args.provider, spark_master=args.spark_master)
+    failed = failed_expectations(result)
+    result["ok"] = not failed
+    result["failed"] = failed
+    for name, error in result.get("errors", {}).items():
+        print(f"smoke step {name} failed: {error}", file=sys.stderr)
+    if failed:
+        print(f"smoke: {len(failed)} expectation(s) not met: {', '.join(failed)}", file=sys.stderr)
+    print(json.dumps(result, default=str), flush=True)
+    return EXIT_OK if not failed else EXIT_FAILED
+
+
+# -- parser and entry point ----------------------------------------------------------
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _master(text: str) -> str:
+    from harness.spark import validate_master
+
+    try:
+        return validate_master(text)
+    except StreamcertError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from harness.spark import DEFAULT_MASTER
+
+    parser = argparse.ArgumentParser(
+        prog="streamcert",
+        description="Conformance tests and benchmarks for streaming connectors on Apache Spark.",
+    )
+    parser.add_argument("--version", action="version", version=f"streamcert {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and client logs")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    env = commands.add_parser("env", help="the local stack: check prerequisites, start it, smoke-test it")
+    env_commands = env.add_subparsers(dest="env_command", metavar="ACTION", required=True)
+
+    check = env_commands.add_parser("check", help="diagnose prerequisites and caches")
+    check.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    check.set_defaults(func=_env_check)
+
+    def stack_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),
+                         help="where the servers come from (default: auto = testcontainers if Docker answers, "
+                         "else local)")
+        sub.add_argument("--spark-master", type=_master, default=DEFAULT_MASTER,
+                         help=f"Spark master URL (default {DEFAULT_MASTER}; local-cluster[2,1,1024] for "
+                         "executor JVMs)")
+
+    up = env_commands.add_parser("up", help="start the stack, print endpoints, run until Ctrl-C")
+    stack_options(up)
+    up.add_argument("--spark", action="store_true", help="also start a Spark session")
+    up.add_argument("--kafka-heap-mb", type=_positive_int, default=512, help="broker JVM heap (default 512)")
+    up.add_argument("--for-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    up.set_defaults(func=_env_up)
+
+    smoke = env_commands.add_parser("smoke", help="start the stack, exercise every part, tear down; "
+                                    "the last stdout line is a JSON object")
+    stack_options(smoke)
+    smoke.set_defaults(func=_env_smoke)
+    return parser
+
+
+def _raise_interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.debug:
+        logging.basicConfig(level=logging.INFO)
+        logging.getLogger("streamcert.librdkafka").propagate = True
+    # SIGTERM (CI cancelling a job, `kill`) tears down like Ctrl-C does.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return args.func(args)
+    except StreamcertError as exc:
+        print(f"streamcert: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("streamcert: interrupted; everything it started has been stopped.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"streamcert: internal error: {type(exc).__name__}: {exc}. Hint: this is a bug in streamcert; "
+              "rerun with --debug for the traceback and report it.", file=sys.stderr)
+        return EXIT_FAILED
