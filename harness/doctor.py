@@ -17,7 +17,7 @@ from typing import Callable
 
 from .cache import cache_dir
 from .errors import StreamcertError
-from .install import (KAFKA_VERSION, TOXIPROXY_VERSION, find_java, kafka_lib_dir,
+from .install import (KAFKA_VERSION, TOXIPROXY_VERSION, find_go, find_java, kafka_lib_dir,
                       postgres_bin_dir, toxiproxy_binary)
 from .process import RUN_TOKEN_VAR
 from .providers import docker_available
@@ -88,7 +88,7 @@ def _toxiproxy() -> Check:
     binary = toxiproxy_binary()
     if binary.exists():
         return Check(f"toxiproxy {TOXIPROXY_VERSION}", True, True, f"cached at {binary}")
-    go = shutil.which("go") or (os.path.exists("/usr/local/go/bin/go") and "/usr/local/go/bin/go")
+    go = find_go()
     return Check(f"toxiproxy {TOXIPROXY_VERSION}", bool(go), True,
                  f"not cached; Go {'found: will build it on first start' if go else 'missing'}",
                  "" if go else "Install Go 1.22+ or set STREAMCERT_TOXIPROXY_BIN.")

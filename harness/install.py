@@ -33,6 +33,7 @@ __all__ = [
     "find_java",
     "kafka_lib_dir",
     "ensure_kafka",
+    "find_go",
     "toxiproxy_binary",
     "ensure_toxiproxy",
     "postgres_bin_dir",
@@ -193,6 +194,15 @@ def toxiproxy_binary(version: str = TOXIPROXY_VERSION) -> Path:
     return cache_dir() / "toxiproxy" / version / "server"
 
 
+#: Where Go's official tarball installs, often not on a non-login shell's PATH.
+GO_FALLBACKS: tuple[str, ...] = ("/usr/local/go/bin/go",)
+
+
+def find_go() -> str | None:
+    """The ``go`` command, from PATH or the usual install location; None when absent."""
+    return shutil.which("go") or next((path for path in GO_FALLBACKS if Path(path).exists()), None)
+
+
 def ensure_toxiproxy(version: str = TOXIPROXY_VERSION) -> Path:
     """Build the real Toxiproxy server with ``go install`` into the cache once; return the binary."""
     binary = toxiproxy_binary(version)
@@ -201,7 +211,7 @@ def ensure_toxiproxy(version: str = TOXIPROXY_VERSION) -> Path:
     if os.environ.get("STREAMCERT_TOXIPROXY_BIN"):
         raise PrerequisiteMissing(f"STREAMCERT_TOXIPROXY_BIN={binary} does not exist.",
                                   hint="Point it at a toxiproxy-server binary, or unset it.")
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
+    go = find_go()
     if not go:
         raise PrerequisiteMissing(
             f"Go is needed once to build Toxiproxy {version}, and `go` is not on PATH.",

@@ -187,6 +187,15 @@ class SparkResource:
 
     def start(self):
         if self.session is None:
+            from pyspark import SparkContext
+
+            if SparkContext._active_spark_context is not None:
+                # Spark allows one driver per process; sharing it would let one owner's stop() kill the other's.
+                raise ConfigurationError(
+                    "A Spark session is already running in this process, started by someone else.",
+                    hint="Use one Environment with Spark per process (stop the other first), "
+                    "or run this one in a child process.",
+                )
             self.session = spark_session(self.config, self.run_token)
         return self.session
 

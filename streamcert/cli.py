@@ -76,7 +76,7 @@ def _env_up(args: argparse.Namespace) -> int:
         endpoints = env.endpoints.as_dict()
         _print_table([(name, str(value)) for name, value in endpoints.items()], ("endpoint", "address"))
         print(json.dumps({"provider": env.provider, "startup_s": round(env.startup_seconds or 0, 2),
-                          **endpoints}), flush=True)
+                          "run_token": env.run_token, **endpoints}), flush=True)
         print("Stack is up. Press Ctrl-C to stop it.", file=sys.stderr, flush=True)
         stop = threading.Event()
         if args.for_seconds is not None:

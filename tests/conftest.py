@@ -1,0 +1,25 @@
+"""Shared fixtures: one real stack for the integration tests of a session."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.environment import Environment, EnvironmentConfig
+from harness.spark import SparkConfig
+
+
+@pytest.fixture(scope="session")
+def stack():
+    """Kafka, Toxiproxy, PostgreSQL and Spark (local[2,3]), started once for the session."""
+    with Environment(EnvironmentConfig(provider="local", spark=SparkConfig())) as env:
+        yield env
+
+
+@pytest.fixture
+def clean_links(stack):
+    """Every test starts and ends with no toxic on any link and every link up."""
+    for link in (stack.kafka_link, stack.postgres_link):
+        link.clear()
+    yield stack
+    for link in (stack.kafka_link, stack.postgres_link):
+        link.clear()
