@@ -55,15 +55,20 @@ def render_server_properties(
     log_dir: Path,
     overrides: Mapping[str, str] | None = None,
     node_id: int = 1,
+    bind_host: str = LOOPBACK,
 ) -> str:
-    """The broker's ``server.properties``: single node, replication factor 1 everywhere."""
+    """The broker's ``server.properties``: single node, replication factor 1 everywhere.
+
+    ``bind_host`` is where the listeners bind: loopback for a local broker, all
+    interfaces inside a container (whose published ports are bound to loopback).
+    """
     adv_host, adv_port = advertised_external
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
         "controller.quorum.voters": f"{node_id}@{LOOPBACK}:{ports.controller}",
-        "listeners": (f"INTERNAL://{LOOPBACK}:{ports.internal},CONTROLLER://{LOOPBACK}:{ports.controller},"
-                      f"EXTERNAL://{LOOPBACK}:{ports.external}"),
+        "listeners": (f"INTERNAL://{bind_host}:{ports.internal},CONTROLLER://{bind_host}:{ports.controller},"
+                      f"EXTERNAL://{bind_host}:{ports.external}"),
         "advertised.listeners": f"INTERNAL://{LOOPBACK}:{ports.internal},EXTERNAL://{adv_host}:{adv_port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "INTERNAL",

@@ -57,15 +57,21 @@ class ToxiproxyApi:
         APIConsumer.host, APIConsumer.port = self.host, self.port
         return Toxiproxy()
 
-    def create_link(self, name: str, upstream: str, listen_port: int | None = None) -> "Link":
-        """Create (or replace) proxy ``name`` listening on loopback and forwarding to ``upstream``."""
+    def create_link(self, name: str, upstream: str, listen_port: int | None = None,
+                    bind_host: str = LOOPBACK) -> "Link":
+        """Create (or replace) proxy ``name`` forwarding to ``upstream``; clients reach it on loopback.
+
+        ``bind_host`` is where Toxiproxy binds the proxy: loopback for a local
+        server; all interfaces inside a container, whose port Docker publishes on loopback.
+        """
         client = self.client()
         existing = client.get_proxy(name)
         if existing is not None:
             existing.destroy()
         port = listen_port or free_port()
-        ensure_port_free(port, f"Toxiproxy link {name!r}")
-        client.create(upstream=upstream, name=name, listen=f"{LOOPBACK}:{port}", enabled=True)
+        if bind_host == LOOPBACK:
+            ensure_port_free(port, f"Toxiproxy link {name!r}")
+        client.create(upstream=upstream, name=name, listen=f"{bind_host}:{port}", enabled=True)
         return Link(self, name, LOOPBACK, port, upstream)
 
 
