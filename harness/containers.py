@@ -43,7 +43,7 @@ def kafka_container_env(properties: str) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         key, value = line.split("=", 1)
-        name = key.replace("-", "___").replace("_", "__").replace(".", "_").upper()
+        name = key.replace("_", "__").replace("-", "___").replace(".", "_").upper()
         env[f"KAFKA_{name}"] = value
     return env
 

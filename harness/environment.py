@@ -219,7 +219,8 @@ class Environment:
         # listeners are the user's to set, so the Kafka link is created only when asked for.
         if self.config.postgres and self._external.postgres_dsn:
             host, port = _dsn_host_port(self._external.postgres_dsn)
-            self.postgres_link = api.create_link("postgres", f"{host}:{port}", free_port())
+            # A run-specific name: the user's Toxiproxy may serve other runs at the same time.
+            self.postgres_link = api.create_link(f"postgres-{self.run_token[:8]}", f"{host}:{port}", free_port())
 
     def _check_through_proxy(self) -> None:
         bootstrap = self.endpoints.bootstrap_servers
@@ -270,7 +271,7 @@ class Environment:
             self.toxiproxy.stop()
         elif self._external is not None and self.postgres_link is not None:
             try:
-                self.postgres_link.api.client().get_proxy("postgres").destroy()
+                self.postgres_link.api.client().get_proxy(self.postgres_link.name).destroy()
             except Exception:  # the user's Toxiproxy may be gone; nothing of ours is left there then
                 pass
 

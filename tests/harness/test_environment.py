@@ -40,3 +40,27 @@ def test_a_second_spark_owner_in_one_process_is_refused(stack):
     assert stack.spark is not None
     with pytest.raises(ConfigurationError, match="already running in this process"):
         SparkResource().start()
+
+
+def test_external_provider_uses_given_servers_and_routes_the_database_through_their_toxiproxy(stack, monkeypatch):
+    """The session stack plays the user's servers: nothing is started, a run-specific link is made and removed."""
+    import psycopg
+
+    monkeypatch.setenv("STREAMCERT_KAFKA_BOOTSTRAP", stack.endpoints.kafka_direct_bootstrap)
+    monkeypatch.setenv("STREAMCERT_POSTGRES_DSN", stack.endpoints.postgres_direct_dsn)
+    api = stack.toxiproxy_api
+    monkeypatch.setenv("STREAMCERT_TOXIPROXY_API", f"{api.host}:{api.port}")
+    before = stack.server_pids()
+    with Environment(EnvironmentConfig(provider="external")) as env:
+        assert env.provider == "external" and env.server_pids() == {"kafka": None, "toxiproxy": None,
+                                                                      "postgres": None}
+        assert env.endpoints.bootstrap_servers == stack.endpoints.kafka_direct_bootstrap
+        link_name = env.postgres_link.name
+        assert link_name != "postgres" and link_name in api.client().proxies()
+        with psycopg.connect(env.endpoints.postgres_dsn) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        env.postgres_link.disable()
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(env.endpoints.postgres_dsn, connect_timeout=2)
+    assert link_name not in api.client().proxies()
+    assert stack.server_pids() == before
