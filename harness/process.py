@@ -248,9 +248,9 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def processes_with_token(token: str) -> list[int]:
-    """Pids of live processes (other than this one) whose environment carries ``token``."""
-    needle = f"{RUN_TOKEN_VAR}={token}".encode()
+def processes_with_token(token: str, var: str = RUN_TOKEN_VAR) -> list[int]:
+    """Pids of live processes (other than this one) whose environment has ``var=token``."""
+    needle = f"{var}={token}".encode()
     found = []
     own = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -268,9 +268,9 @@ def processes_with_token(token: str) -> list[int]:
     return sorted(found)
 
 
-def reap(token: str, timeout: float = 5.0) -> int:
-    """SIGKILL every process carrying ``token``; return how many there were."""
-    pids = processes_with_token(token)
+def reap(token: str, timeout: float = 5.0, var: str = RUN_TOKEN_VAR) -> int:
+    """SIGKILL every process whose environment has ``var=token``; return how many there were."""
+    pids = processes_with_token(token, var)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGCONT)
@@ -278,6 +278,6 @@ def reap(token: str, timeout: float = 5.0) -> int:
         except (ProcessLookupError, PermissionError):
             pass
     deadline = time.monotonic() + timeout
-    while processes_with_token(token) and time.monotonic() < deadline:
+    while processes_with_token(token, var) and time.monotonic() < deadline:
         time.sleep(0.05)
     return len(pids)

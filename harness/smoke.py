@@ -132,7 +132,12 @@ def _prepared_commit(dsn: str) -> bool:
 # -- Spark ------------------------------------------------------------------------
 
 class CountingSource(DataSource):
-    """A trivial bounded streaming source: ``rows`` integers, ``rowsPerBatch`` per micro-batch."""
+    """A trivial streaming source of integers ``0 .. rows-1``.
+
+    Options: ``rows`` (default 10), ``rowsPerBatch`` (default: all at once),
+    ``readDelayMs`` (each partition's read sleeps this long first: makes a batch
+    slow enough for a fault to land inside it).
+    """
 
     @classmethod
     def name(cls) -> str:
@@ -142,24 +147,31 @@ class CountingSource(DataSource):
         return "value long"
 
     def streamReader(self, schema) -> "DataSourceStreamReader":
-        return _CountingReader(int(self.options.get("rows", "10")))
+        rows = int(self.options.get("rows", "10"))
+        return _CountingReader(rows, int(self.options.get("rowsPerBatch", str(rows))),
+                               int(self.options.get("readDelayMs", "0")))
 
 
 class _CountingReader(DataSourceStreamReader):
-    def __init__(self, rows: int) -> None:
+    def __init__(self, rows: int, rows_per_batch: int, read_delay_ms: int) -> None:
         self.rows = rows
+        self.rows_per_batch = rows_per_batch
+        self.read_delay_ms = read_delay_ms
 
     def initialOffset(self) -> dict:
         return {"next": 0}
 
     def latestOffset(self, start=None, limit=None) -> dict:
-        return {"next": self.rows}
+        begin = (start or {"next": 0})["next"]
+        return {"next": min(self.rows, begin + self.rows_per_batch)}
 
     def partitions(self, start: dict, end: dict):
-        return [InputPartition((start["next"], end["next"]))]
+        return [InputPartition((start["next"], end["next"], self.read_delay_ms))]
 
     def read(self, partition) -> Iterator[tuple]:
-        low, high = partition.value
+        low, high, delay_ms = partition.value
+        if delay_ms:
+            time.sleep(delay_ms / 1000)
         for value in range(low, high):
             yield (value,)
 
