@@ -99,7 +99,7 @@ def test_bulk_load_with_aborted_transactions_matches_what_read_committed_returns
     assert sorted(decoded["id"]) == sorted(acked["id"])
     # partition and offset in the ledger are where the broker put each record
     by_id = acked.set_index("id")
-    for (partition, offset, _key, _value), record_id in zip(committed[:50], decoded["id"][:50]):
+    for (partition, offset, _key, _value), record_id in zip(committed[:50], decoded["id"][:50], strict=True):
         assert (by_id.loc[record_id, "partition"], by_id.loc[record_id, "offset"]) == (partition, offset)
     everything = decode_values([value for *_rest, value in read_topic(bootstrap, topic, "read_uncommitted")])
     assert set(everything["id"]) == set(range(3000))
