@@ -1,0 +1,159 @@
+"""Nemeses: faults that act on the environment, each recording start and stop in the run history.
+
+A fault is built from a :class:`~harness.schedule.FaultSpec` with
+:func:`fault_for`; ``start()`` injects it, ``stop()`` heals it (idempotent).
+Network faults are Toxiproxy toxics (or the link taken down) on the Kafka or
+PostgreSQL link; broker and database faults act on the server process.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from .errors import ConfigurationError
+from .history import History
+from .kafka_clients import add_partitions
+from .schedule import FaultSpec
+
+__all__ = ["Fault", "NetworkFault", "BrokerFault", "DatabaseFault", "AddPartitionsFault", "fault_for"]
+
+
+class Fault(ABC):
+    """One fault. ``start`` and ``stop`` run in the harness process; each records an event."""
+
+    def __init__(self, spec: FaultSpec, env: Any, history: History) -> None:
+        self.spec = spec
+        self.env = env
+        self.history = history
+        self.active = False
+
+    def start(self) -> None:
+        if self.active:
+            return
+        details = self._inject()
+        self.active = True
+        self.history.record("fault-start", fault=self.spec.fault, target=self.spec.target,
+                            params=self.spec.params, stream=self.spec.stream, **(details or {}))
+
+    def stop(self) -> None:
+        if not self.active:
+            return
+        details = self._heal()
+        self.active = False
+        self.history.record("fault-stop", fault=self.spec.fault, target=self.spec.target, **(details or {}))
+
+    @abstractmethod
+    def _inject(self) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def _heal(self) -> dict[str, Any] | None: ...
+
+
+class NetworkFault(Fault):
+    """A Toxiproxy toxic on a link, or the link down."""
+
+    def _link(self):
+        link = self.env.kafka_link if self.spec.target == "kafka" else self.env.postgres_link
+        if link is None:
+            raise ConfigurationError(f"There is no Toxiproxy link to {self.spec.target} in this environment.",
+                                     hint="Network faults need the local or testcontainers provider "
+                                     "(or STREAMCERT_TOXIPROXY_API with the external one).")
+        return link
+
+    def _inject(self) -> dict[str, Any]:
+        link = self._link()
+        if self.spec.fault == "down":
+            link.disable()
+            return {"link": link.name}
+        self._toxic = link.add_toxic(self.spec.fault, stream=self.spec.stream, **self.spec.params)
+        return {"link": link.name, "toxic": self._toxic}
+
+    def _heal(self) -> dict[str, Any]:
+        link = self._link()
+        if self.spec.fault == "down":
+            link.enable()
+        else:
+            link.remove_toxic(self._toxic)
+        return {"link": link.name}
+
+
+class _ServerFault(Fault):
+    """kill: SIGKILL at start, start again at stop. restart: a clean restart at start. pause: SIGSTOP/SIGCONT."""
+
+    action: str = ""
+
+    @abstractmethod
+    def _server(self) -> Any:
+        """The server process this fault acts on."""
+
+    def _inject(self) -> dict[str, Any]:
+        server = self._server()
+        if server is None or not hasattr(server, "kill"):
+            raise ConfigurationError(f"Fault {self.spec.fault!r} needs a server process this environment controls.",
+                                     hint="Use the local or testcontainers provider.")
+        before = server.pid
+        if self.action == "kill":
+            server.kill()
+        elif self.action == "restart":
+            server.restart(clean=True)
+        else:
+            server.pause()
+        return {"pid_before": before, "pid_after": server.pid if self.action == "restart" else None}
+
+    def _heal(self) -> dict[str, Any]:
+        server = self._server()
+        if self.action == "kill":
+            server.restart(clean=False)
+        elif self.action == "pause":
+            server.resume()
+        return {"pid": server.pid}
+
+
+class BrokerFault(_ServerFault):
+    def __init__(self, spec: FaultSpec, env: Any, history: History) -> None:
+        super().__init__(spec, env, history)
+        self.action = spec.fault.removeprefix("broker_")
+
+    def _server(self):
+        return self.env.kafka
+
+
+class DatabaseFault(_ServerFault):
+    def __init__(self, spec: FaultSpec, env: Any, history: History) -> None:
+        super().__init__(spec, env, history)
+        self.action = spec.fault.removeprefix("database_")
+
+    def _server(self):
+        return self.env.postgres
+
+
+class AddPartitionsFault(Fault):
+    """Grow the input topic to ``count`` partitions (a rescale of the source); nothing to heal."""
+
+    def __init__(self, spec: FaultSpec, env: Any, history: History, topic: str) -> None:
+        super().__init__(spec, env, history)
+        self.topic = topic
+
+    def _inject(self) -> dict[str, Any]:
+        add_partitions(self.env.endpoints.bootstrap_servers, self.topic, int(self.spec.params["count"]))
+        return {"topic": self.topic}
+
+    def _heal(self) -> None:
+        return None
+
+
+def fault_for(spec: FaultSpec, env: Any, history: History, topic: str | None = None) -> Fault:
+    """The fault object that carries out ``spec`` on ``env``."""
+    if spec.fault.startswith("broker_"):
+        return BrokerFault(spec, env, history)
+    if spec.fault.startswith("database_"):
+        return DatabaseFault(spec, env, history)
+    if spec.fault == "add_partitions":
+        if topic is None:
+            raise ConfigurationError("add_partitions needs the input topic.", hint="Pass topic= to fault_for.")
+        return AddPartitionsFault(spec, env, history, topic)
+    if spec.fault == "driver_kill":
+        raise ConfigurationError("driver_kill acts on a driver process, not on the environment.",
+                                 hint="The scenario runner carries it out with its DriverProcess.")
+    return NetworkFault(spec, env, history)
