@@ -1,0 +1,1 @@
+"""Benchmarks: numbers for reports, never assertions."""
