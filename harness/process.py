@@ -269,15 +269,21 @@ def processes_with_token(token: str, var: str = RUN_TOKEN_VAR) -> list[int]:
 
 
 def reap(token: str, timeout: float = 5.0, var: str = RUN_TOKEN_VAR) -> int:
-    """SIGKILL every process whose environment has ``var=token``; return how many there were."""
-    pids = processes_with_token(token, var)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    """SIGKILL every process whose environment has ``var=token``; return how many there were.
+
+    Rescans until none is left: a process may fork while it is being reaped.
+    """
+    killed: set[int] = set()
     deadline = time.monotonic() + timeout
-    while processes_with_token(token, var) and time.monotonic() < deadline:
+    while True:
+        pids = processes_with_token(token, var)
+        if not pids or time.monotonic() >= deadline:
+            return len(killed)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            killed.add(pid)
         time.sleep(0.05)
-    return len(pids)
