@@ -45,6 +45,7 @@ not a cascade.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -143,7 +144,7 @@ def exactly_once_checkers() -> list[Checker]:
 # Checkers
 
 
-class _ColumnChecker:
+class _ColumnChecker(ABC):
     """Template: refuse (unknown) when a needed column is missing, and turn a crash into unknown."""
 
     name: str = ""
@@ -159,8 +160,9 @@ class _ColumnChecker:
         except Exception as exc:  # noqa: BLE001 - a crashed checker proves nothing
             return _unknown(self.name, _describe(exc))
 
+    @abstractmethod
     def _check(self, ledger: pd.DataFrame, output: pd.DataFrame) -> CheckResult:
-        raise NotImplementedError
+        """The checker proper; runs only when every needed column is present."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

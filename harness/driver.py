@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from .checkpoint import CheckpointState, checkpoint_state
 from .errors import ConfigurationError, StartupFailed
-from .process import RUN_TOKEN_VAR, ManagedProcess, reap
+from .process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, reap
 
 __all__ = ["DRIVER_TOKEN_VAR", "QuerySpec", "DriverProcess", "load_builder"]
 
@@ -85,7 +85,7 @@ def load_builder(reference: str) -> Callable[..., Any]:
                                  f"{', '.join(n for n in dir(module) if not n.startswith('_'))[:200]}") from None
 
 
-class DriverProcess:
+class DriverProcess(ProcessBacked):
     """One run of a :class:`QuerySpec` in a child process; a context manager."""
 
     def __init__(self, spec: QuerySpec, workdir: Path, run_token: str = "", name: str = "driver") -> None:
@@ -101,17 +101,6 @@ class DriverProcess:
     @property
     def events_file(self) -> Path:
         return self.workdir / f"{self.name}-events.jsonl"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process and self._process.is_running() else None
-
-    def __enter__(self) -> "DriverProcess":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         if self._process is not None and self._process.is_running():
@@ -133,14 +122,16 @@ class DriverProcess:
 
     def stop(self) -> None:
         """Ask the query to stop (SIGTERM), then force it; idempotent."""
-        if self._process is not None:
-            self._process.stop()
-            reap(self._driver_token, var=DRIVER_TOKEN_VAR)
+        super().stop()
+        self._reap()
 
     def kill(self) -> None:
         """SIGKILL the driver and everything it started (JVM, Python workers): a crash."""
-        if self._process is not None:
-            self._process.kill()
+        super().kill()
+        self._reap()
+
+    def _reap(self) -> None:
+        if self._driver_token:
             reap(self._driver_token, var=DRIVER_TOKEN_VAR)
 
     def restart(self, **changes: Any) -> None:

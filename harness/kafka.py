@@ -26,7 +26,7 @@ from typing import Mapping
 from .errors import StartupFailed
 from .install import KAFKA_VERSION, ensure_kafka, find_java
 from .ports import LOOPBACK, ensure_port_free, free_port
-from .process import RUN_TOKEN_VAR, ManagedProcess, run_logged
+from .process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, run_logged
 
 __all__ = ["KafkaPorts", "render_server_properties", "render_log4j2", "new_cluster_id", "LocalKafka"]
 
@@ -110,7 +110,7 @@ def render_log4j2(log_file: Path, level: str = "INFO") -> str:
 
 
 @dataclass
-class LocalKafka:
+class LocalKafka(ProcessBacked):
     """One KRaft broker process. Use as a context manager, or ``start()`` / ``stop()``.
 
     ``advertised_external`` is the address clients are told to use: the
@@ -138,19 +138,8 @@ class LocalKafka:
         return f"{LOOPBACK}:{self.ports.external}"
 
     @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process and self._process.is_running() else None
-
-    @property
     def log_file(self) -> Path:
         return self.workdir / "server.log"
-
-    def __enter__(self) -> "LocalKafka":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Install if needed, format storage on first start, launch, wait until a topic can be created."""
@@ -209,16 +198,6 @@ class LocalKafka:
         futures = admin.create_topics([NewTopic(_READY_TOPIC, 1, 1)], operation_timeout=5, request_timeout=5)
         futures[_READY_TOPIC].result(timeout=10)
         return True
-
-    def stop(self) -> None:
-        """Clean shutdown (SIGTERM, then SIGKILL); idempotent, safe before start."""
-        if self._process is not None:
-            self._process.stop()
-
-    def kill(self) -> None:
-        """Crash the broker: SIGKILL, no shutdown hooks."""
-        if self._process is not None:
-            self._process.kill()
 
     def pause(self) -> None:
         if self._process is not None:

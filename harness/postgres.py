@@ -20,7 +20,7 @@ from pathlib import Path
 from .errors import ConfigurationError, PrerequisiteMissing, StartupFailed
 from .install import ensure_postgres
 from .ports import LOOPBACK, ensure_port_free, free_port
-from .process import RUN_TOKEN_VAR, ManagedProcess
+from .process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked
 
 __all__ = ["render_postgresql_conf", "postgres_dsn", "LocalPostgres"]
 
@@ -51,7 +51,7 @@ def postgres_dsn(host: str, port: int, dbname: str = DATABASE, user: str = SUPER
 
 
 @dataclass
-class LocalPostgres:
+class LocalPostgres(ProcessBacked):
     """One PostgreSQL server process. ``stop`` is a fast shutdown (SIGINT); prepared transactions survive it."""
 
     workdir: Path
@@ -71,19 +71,8 @@ class LocalPostgres:
         return postgres_dsn(LOOPBACK, self.port)
 
     @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process and self._process.is_running() else None
-
-    @property
     def log_file(self) -> Path:
         return self.workdir / "postgres.log"
-
-    def __enter__(self) -> "LocalPostgres":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         if self._process is not None and self._process.is_running():
@@ -128,14 +117,6 @@ class LocalPostgres:
             if not exists:
                 conn.execute(f"create database {DATABASE}")
         return True
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
-
-    def kill(self) -> None:
-        if self._process is not None:
-            self._process.kill()
 
     def restart(self, clean: bool = True) -> None:
         (self.stop if clean else self.kill)()

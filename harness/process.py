@@ -24,6 +24,7 @@ from .progress import step
 __all__ = [
     "RUN_TOKEN_VAR",
     "ManagedProcess",
+    "ProcessBacked",
     "run_logged",
     "wait_until",
     "processes_with_token",
@@ -166,6 +167,37 @@ class ManagedProcess:
 
         wait_until(check, what=what, timeout=timeout, hint=hint, interval=interval,
                    abort=failed_early, evidence=self.tail)
+
+
+class ProcessBacked:
+    """Mixin for a resource run as one :class:`ManagedProcess` kept in ``self._process``.
+
+    The class defines ``start()``; the mixin gives the context-manager protocol, ``pid`` (None unless running), and
+    ``stop`` / ``kill`` that are idempotent and safe before ``start``.
+    """
+
+    _process: ManagedProcess | None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None and self._process.is_running() else None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop gracefully, then forcefully; idempotent."""
+        if self._process is not None:
+            self._process.stop()
+
+    def kill(self) -> None:
+        """SIGKILL the process group: a crash, no shutdown hooks."""
+        if self._process is not None:
+            self._process.kill()
 
 
 def wait_until(

@@ -17,7 +17,7 @@ import requests
 from .errors import ConfigurationError
 from .install import TOXIPROXY_VERSION, ensure_toxiproxy
 from .ports import LOOPBACK, ensure_port_free, free_port
-from .process import RUN_TOKEN_VAR, ManagedProcess
+from .process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked
 
 __all__ = ["TOXIC_TYPES", "Link", "ToxiproxyApi", "LocalToxiproxy"]
 
@@ -140,7 +140,7 @@ class Link:
 
 
 @dataclass
-class LocalToxiproxy:
+class LocalToxiproxy(ProcessBacked):
     """The Toxiproxy server as a child process on a free loopback port."""
 
     workdir: Path
@@ -153,17 +153,6 @@ class LocalToxiproxy:
     @property
     def api(self) -> ToxiproxyApi:
         return ToxiproxyApi(LOOPBACK, self.port)
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process and self._process.is_running() else None
-
-    def __enter__(self) -> "LocalToxiproxy":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         if self._process is not None and self._process.is_running():
@@ -179,7 +168,3 @@ class LocalToxiproxy:
         self._process.start()
         self._process.wait_ready(lambda: bool(self.api.version(timeout=1)), what=f"Toxiproxy API on {self.api.url}",
                                  timeout=self.start_timeout, hint=f"Look at {self.workdir / 'toxiproxy.log'}.")
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
