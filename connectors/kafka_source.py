@@ -1,0 +1,299 @@
+"""The reference Kafka offset source: ``spark.readStream.format("streamcert-kafka")``.
+
+Where each part runs (PySpark's Python data source API):
+
+- :class:`KafkaOffsetSource` and the reader's ``initialOffset``, ``latestOffset``,
+  ``partitions``, ``commit`` run on the driver, in the Python process Spark keeps
+  for this source. They ask the broker for its durable state (log start and end
+  offsets; the last stable offset under read_committed) and never count in memory.
+- ``read`` runs on executors, once per reader task, on a pickled copy of the reader.
+
+Offsets are ``{topic: {partition: next_offset}}`` in Spark's checkpoint (``offsets/N``),
+so a restart at any parallelism sees every partition's position. Reader tasks get
+partitions by seed 000's rule (:mod:`connectors.assignment`). New partitions are found
+at most every ``partitionDiscoveryIntervalMs`` and read from their start. With
+``maxRecordsPerBatch`` a batch reads at most that many offsets; ``Trigger.AvailableNow``
+stops exactly at the end offsets seen when the query started.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from .assignment import assign
+from .kafka_offsets import Offsets, from_json, limit_rows, ranges, to_json
+from .kafka_options import SourceOptions, parse_source_options
+
+__all__ = ["SOURCE_NAME", "SCHEMA", "ARROW_SCHEMA", "KafkaOffsetSource", "KafkaStreamReader"]
+
+SOURCE_NAME = "streamcert-kafka"
+SCHEMA = ("topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
+          "headers array<struct<key: string, value: binary>>")
+ARROW_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp", pa.timestamp("us", tz="UTC")),
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+])
+_CHUNK = 10_000
+
+
+class KafkaOffsetSource(DataSource):
+    """Registered as ``streamcert-kafka``; options are checked when the query is defined."""
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.parsed = parse_source_options(dict(options))
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema) -> "KafkaStreamReader":
+        return KafkaStreamReader(self.parsed)
+
+
+class _Range(InputPartition):
+    """One reader task: ``(topic, partition, from, until)`` ranges; picklable."""
+
+    def __init__(self, task: int, parts: list[tuple[str, int, int, int]]) -> None:
+        super().__init__(task)
+        self.task = task
+        self.parts = parts
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._admin = None
+        self._known: dict[str, list[int]] = {}
+        self._discovered_at = 0.0
+        self._target: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get a copy for read(); clients are per process and rebuilt there.
+        return {"options": self.options, "_admin": None, "_known": {}, "_discovered_at": 0.0, "_target": None}
+
+    # -- broker state (driver) ------------------------------------------------------
+
+    def _admin_client(self):
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            from harness.kafka_clients import LIBRDKAFKA_LOGGER
+
+            self._admin = AdminClient({"bootstrap.servers": self.options.bootstrap_servers,
+                                       "logger": LIBRDKAFKA_LOGGER, **self.options.kafka_conf})
+        return self._admin
+
+    def _partitions(self) -> dict[str, list[int]]:
+        """Partitions of the subscribed topics, refreshed at most every discovery interval."""
+        interval = self.options.partition_discovery_interval_ms / 1000
+        if self._known and time.monotonic() - self._discovered_at < interval:
+            return self._known
+        metadata = self._admin_client().list_topics(timeout=self.options.poll_timeout_ms / 1000)
+        found = {}
+        for topic in self.options.topics:
+            meta = metadata.topics.get(topic)
+            if meta is None or meta.error is not None:
+                raise RuntimeError(f"streamcert-kafka: topic {topic!r} does not exist or has no metadata "
+                                   f"({getattr(meta, 'error', 'absent')}); create it before starting the query")
+            found[topic] = sorted(meta.partitions)
+        self._known, self._discovered_at = found, time.monotonic()
+        return found
+
+    def _broker_offsets(self, which: str) -> Offsets:
+        """Log start (``earliest``) or end offsets of every partition; the LSO under read_committed."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
+        isolation = (IsolationLevel.READ_COMMITTED if self.options.isolation_level == "read_committed"
+                     else IsolationLevel.READ_UNCOMMITTED)
+        request = {TopicPartition(t, p): spec for t, parts in self._partitions().items() for p in parts}
+        futures = self._admin_client().list_offsets(request, isolation_level=isolation,
+                                                    request_timeout=self.options.poll_timeout_ms / 1000)
+        out: Offsets = {}
+        for tp, future in futures.items():
+            out.setdefault(tp.topic, {})[tp.partition] = future.result().offset
+        return out
+
+    # -- the streaming protocol (driver) -------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        """Called once, for a query without a checkpoint: where reading starts."""
+        return to_json(self._broker_offsets(self.options.starting_offsets))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_records_per_batch:
+            return ReadMaxRows(self.options.max_records_per_batch)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Called once at the start of an AvailableNow query: fix the end it must stop at."""
+        self._target = self._broker_offsets("latest")
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Called before each batch: the end offsets the next batch may read up to."""
+        begin = from_json(start)
+        end = self._target if self._target is not None else self._broker_offsets("latest")
+        # Never move a partition backwards (an end below the start would mean the log was truncated).
+        end = {t: {p: max(o, begin.get(t, {}).get(p, 0)) for p, o in parts.items()} for t, parts in end.items()}
+        for topic, parts in begin.items():
+            for partition, offset in parts.items():
+                end.setdefault(topic, {}).setdefault(partition, offset)
+        if isinstance(limit, ReadMaxRows):
+            end = limit_rows(begin, end, limit.max_rows)
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return None
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """Called on the driver per batch: group the batch's ranges into reader tasks by the seed rule."""
+        work = ranges(from_json(start), from_json(end))
+        if not work:
+            return []
+        all_partitions = sorted({(t, p) for t, parts in from_json(end).items() for p in parts})
+        tasks = self.options.reader_parallelism or max(1, len(all_partitions))
+        by_partition = {(t, p): (t, p, b, u) for t, p, b, u in work}
+        groups = assign(all_partitions, tasks)
+        return [_Range(task, [by_partition[tp] for tp in group if tp in by_partition])
+                for task, group in enumerate(groups) if any(tp in by_partition for tp in group)]
+
+    def commit(self, end: dict) -> None:
+        """Called on the driver after Spark committed the batch ending at ``end``."""
+        if not self.options.commit_to_group:
+            return
+        from confluent_kafka import Consumer, TopicPartition
+
+        from harness.kafka_clients import LIBRDKAFKA_LOGGER
+
+        consumer = Consumer({"bootstrap.servers": self.options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
+                             "group.id": self.options.commit_to_group, "enable.auto.commit": False,
+                             **self.options.kafka_conf})
+        try:
+            offsets = [TopicPartition(t, p, o) for t, parts in from_json(end).items() for p, o in parts.items()]
+            consumer.commit(offsets=offsets, asynchronous=False)
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._admin = None
+
+    # -- reading (executors) ------------------------------------------------------------
+
+    def read(self, partition: _Range) -> Iterator[pa.RecordBatch]:
+        """Runs on an executor: read exactly ``[from, until)`` of each assigned partition."""
+        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+        from harness.kafka_clients import LIBRDKAFKA_LOGGER
+
+        consumer = Consumer({
+            "bootstrap.servers": self.options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
+            "group.id": "streamcert-kafka-reader", "enable.auto.commit": False, "enable.partition.eof": True,
+            "isolation.level": self.options.isolation_level, "auto.offset.reset": "earliest",
+            **self.options.kafka_conf,
+        })
+        until = {(t, p): u for t, p, _b, u in partition.parts}
+        pending = set(until)
+        consumer.assign([TopicPartition(t, p, b) for t, p, b, _u in partition.parts])
+        rows = _Columns()
+        deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+        try:
+            while pending:
+                messages = consumer.consume(_CHUNK, timeout=0.2)
+                progressed = False
+                for msg in messages:
+                    error = msg.error()
+                    tp = (msg.topic(), msg.partition())
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            if tp in pending and msg.offset() >= until[tp]:
+                                pending.discard(tp)
+                            continue
+                        raise KafkaException(error)
+                    if tp not in pending or msg.offset() >= until[tp]:
+                        continue
+                    rows.add(msg)
+                    progressed = True
+                    if msg.offset() + 1 >= until[tp]:
+                        pending.discard(tp)
+                pending -= _reached(consumer, pending, until)
+                if len(rows) >= _CHUNK:
+                    yield rows.batch()
+                if progressed:
+                    deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+                elif pending and time.monotonic() > deadline:
+                    raise TimeoutError(f"streamcert-kafka: no progress reading {sorted(pending)} towards "
+                                       f"{ {tp: until[tp] for tp in pending} } within pollTimeoutMs")
+            if len(rows):
+                yield rows.batch()
+        finally:
+            consumer.close()
+
+
+def _reached(consumer, pending: set[tuple[str, int]], until: dict[tuple[str, int], int]) -> set[tuple[str, int]]:
+    """Partitions whose position passed ``until`` without a record there (aborted records, markers)."""
+    from confluent_kafka import TopicPartition
+
+    if not pending:
+        return set()
+    done = set()
+    for tp in consumer.position([TopicPartition(t, p) for t, p in pending]):
+        if tp.offset >= 0 and tp.offset >= until[(tp.topic, tp.partition)]:
+            done.add((tp.topic, tp.partition))
+    return done
+
+
+class _Columns:
+    """Accumulates messages column by column and emits Arrow record batches of :data:`ARROW_SCHEMA`."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.topic: list[str] = []
+        self.partition: list[int] = []
+        self.offset: list[int] = []
+        self.timestamp: list[int] = []
+        self.key: list[bytes | None] = []
+        self.value: list[bytes | None] = []
+        self.headers: list[list[dict[str, Any]]] = []
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def add(self, msg) -> None:
+        self.topic.append(msg.topic())
+        self.partition.append(msg.partition())
+        self.offset.append(msg.offset())
+        self.timestamp.append(msg.timestamp()[1] * 1000)
+        self.key.append(msg.key())
+        self.value.append(msg.value())
+        self.headers.append([{"key": k, "value": v} for k, v in (msg.headers() or [])])
+
+    def batch(self) -> pa.RecordBatch:
+        batch = pa.RecordBatch.from_arrays([
+            pa.array(self.topic, pa.string()),
+            pa.array(self.partition, pa.int32()),
+            pa.array(self.offset, pa.int64()),
+            pa.array(self.timestamp, pa.timestamp("us", tz="UTC")),
+            pa.array(self.key, pa.binary()),
+            pa.array(self.value, pa.binary()),
+            pa.array(self.headers, ARROW_SCHEMA.field("headers").type),
+        ], schema=ARROW_SCHEMA)
+        self._reset()
+        return batch
