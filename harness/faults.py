@@ -16,7 +16,8 @@ from .history import History
 from .kafka_clients import add_partitions
 from .schedule import FaultSpec
 
-__all__ = ["Fault", "NetworkFault", "BrokerFault", "DatabaseFault", "AddPartitionsFault", "fault_for"]
+__all__ = ["Fault", "NetworkFault", "BrokerFault", "DatabaseFault", "AddPartitionsFault", "DriverKillFault",
+           "fault_for"]
 
 
 class Fault(ABC):
@@ -157,3 +158,37 @@ def fault_for(spec: FaultSpec, env: Any, history: History, topic: str | None = N
         raise ConfigurationError("driver_kill acts on a driver process, not on the environment.",
                                  hint="The scenario runner carries it out with its DriverProcess.")
     return NetworkFault(spec, env, history)
+
+
+class DriverKillFault(Fault):
+    """SIGKILL the driver when the checkpoint shows ``offsets/N`` written and ``commits/N`` not (any connector).
+
+    ``env`` is the :class:`~harness.driver.DriverProcess`; ``stop`` restarts it from the same checkpoint.
+    Params: ``min_batch`` (wait for a pending batch at least this high) and ``delay_ms`` (strike this long
+    into the window, e.g. after the sink wrote but before Spark committed). The event records the pending
+    batch and whether the kill really landed in its window; after ``window_timeout_s`` it kills anyway.
+    """
+
+    window_timeout_s = 120.0
+
+    def _inject(self) -> dict[str, Any]:
+        import time
+
+        driver = self.env
+        min_batch = int(self.spec.params.get("min_batch", 0))
+        deadline = time.monotonic() + self.window_timeout_s
+        while time.monotonic() < deadline and driver.is_running():
+            pending = driver.checkpoint().pending
+            if pending is not None and pending >= min_batch:
+                break
+            time.sleep(0.005)
+        first = driver.checkpoint()
+        time.sleep(int(self.spec.params.get("delay_ms", 0)) / 1000)
+        state = driver.checkpoint()
+        driver.kill()
+        return {"pending_batch": state.pending, "latest_commit": state.latest_commit,
+                "in_window": state.pending is not None and state.pending == first.pending}
+
+    def _heal(self) -> dict[str, Any]:
+        self.env.restart()
+        return {"attempt": self.env.attempt}

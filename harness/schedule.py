@@ -31,7 +31,7 @@ FAULTS: dict[str, tuple[tuple[str, ...], dict[str, tuple[type, float]]]] = {
     "broker_restart": (("kafka",), {}),
     "broker_pause": (("kafka",), {}),
     "database_kill": (("postgres",), {}),
-    "driver_kill": (("driver",), {}),
+    "driver_kill": (("driver",), {"min_batch": (int, 0), "delay_ms": (int, 0)}),
     "add_partitions": (("kafka",), {"count": (int, 1)}),
 }
 _NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")

@@ -1,0 +1,34 @@
+"""A trivial connector for scenario tests: streamcert-kafka source -> an at-least-once Kafka sink.
+
+The sink produces each micro-batch from ``foreachBatch`` and then waits
+``commit_delay_ms`` before Spark writes ``commits/N``: a driver killed in that
+window makes Spark replay the batch, and this sink writes it again. That is
+the documented behaviour of at-least-once sinks, and the duplicate checker must see it.
+"""
+
+import time
+
+from connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+
+
+def kafka_to_kafka_at_least_once(spark, params):
+    spark.dataSource.register(KafkaOffsetSource)
+    frame = (spark.readStream.format(SOURCE_NAME).option("kafka.bootstrap.servers", params["bootstrap"])
+             .option("subscribe", params["input_topic"])
+             .option("maxRecordsPerBatch", str(params.get("max_records_per_batch", 500))).load())
+    bootstrap, topic, delay = params["bootstrap"], params["output_topic"], params.get("commit_delay_ms", 0)
+
+    def write(batch, _batch_id):
+        from confluent_kafka import Producer
+
+        from harness.kafka_clients import client_conf
+
+        producer = Producer(client_conf(bootstrap, **{"linger.ms": 5}))
+        for row in batch.select("key", "value").toLocalIterator():
+            producer.produce(topic, key=row.key, value=row.value)
+            producer.poll(0)
+        producer.flush(60)
+        time.sleep(delay / 1000)
+
+    return (frame.writeStream.foreachBatch(write).option("checkpointLocation", params["checkpoint"])
+            .trigger(processingTime="100 milliseconds"))
