@@ -43,3 +43,12 @@ def test_driver_kill_in_the_commit_window_makes_an_at_least_once_sink_duplicate(
     assert checks["duplicate"]["valid"] is False and checks["duplicate"]["counts"]["extra_deliveries"] > 0
     assert checks["lost"]["valid"] is True  # replay re-delivers, it does not lose
     assert result.valid is False
+
+
+def test_a_run_that_fails_still_writes_its_results_marked_incomplete(stack, tmp_path):
+    scenario = Scenario("broken", "tests.harness.scenario_queries:no_such_builder", WorkloadSpec(total=10))
+    result = run_scenario(stack, scenario, tmp_path)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert result.complete is False and saved["complete"] is False
+    assert "no_such_builder" in saved["error"] and saved["valid"] == "unknown"
+    assert saved["scenario"]["name"] == "broken"
