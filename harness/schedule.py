@@ -33,6 +33,9 @@ FAULTS: dict[str, tuple[tuple[str, ...], dict[str, tuple[type, float]]]] = {
     "database_kill": (("postgres",), {}),
     "driver_kill": (("driver",), {"min_batch": (int, 0), "delay_ms": (int, 0)}),
     "add_partitions": (("kafka",), {"count": (int, 1)}),
+    "python_worker_kill": (("executor",), {}),
+    "task_exception": (("executor",), {}),
+    "executor_kill": (("executor",), {}),
 }
 _NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
 #: Network faults may say which direction they affect.
