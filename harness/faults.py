@@ -154,9 +154,10 @@ def fault_for(spec: FaultSpec, env: Any, history: History, topic: str | None = N
         if topic is None:
             raise ConfigurationError("add_partitions needs the input topic.", hint="Pass topic= to fault_for.")
         return AddPartitionsFault(spec, env, history, topic)
-    if spec.fault == "driver_kill":
-        raise ConfigurationError("driver_kill acts on a driver process, not on the environment.",
-                                 hint="The scenario runner carries it out with its DriverProcess.")
+    if spec.fault == "driver_kill" or spec.target == "executor":
+        raise ConfigurationError(f"{spec.fault} acts on a driver process, not on the environment.",
+                                 hint="The scenario runner carries it out with its DriverProcess "
+                                 "(DriverKillFault, or harness.executor_faults.executor_fault_for).")
     return NetworkFault(spec, env, history)
 
 

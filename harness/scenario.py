@@ -23,6 +23,7 @@ from typing import Any
 
 from .checkers import combined_valid, exactly_once_checkers, run_checks
 from .driver import DriverProcess, QuerySpec
+from .executor_faults import executor_fault_for
 from .faults import DriverKillFault, Fault, fault_for
 from .history import History
 from .kafka_clients import create_topic
@@ -38,7 +39,8 @@ SCHEMA_VERSION = 1
 
 @dataclass
 class Scenario:
-    """What to run. The connector's builder gets params plus input_topic, output_topic, bootstrap, checkpoint."""
+    """What to run. The connector's builder gets params plus input_topic, output_topic, bootstrap, checkpoint
+    and fault_trigger_dir (for :func:`harness.executor_faults.failure_point`)."""
 
     name: str
     builder: str
@@ -97,12 +99,12 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         observer = KafkaObserver(bootstrap, output_topic)
         observer.start()
         params = {**scenario.params, "input_topic": input_topic, "output_topic": output_topic,
-                  "bootstrap": bootstrap}
+                  "bootstrap": bootstrap, "fault_trigger_dir": str(workdir / "triggers")}
         driver = DriverProcess(QuerySpec(scenario.builder, str(workdir / "checkpoint"), params, scenario.master),
                                workdir / "driver", run_token=getattr(env, "run_token", ""))
         driver.start()
         history.record("driver-start", attempt=driver.attempt)
-        timers = _schedule(scenario.schedule, env, driver, history, faults, input_topic)
+        timers = _schedule(scenario.schedule, env, driver, history, faults, input_topic, workdir / "triggers")
         ledger = load_topic(bootstrap, input_topic, scenario.workload)
         history.record("load-done", **ledger.counts())
         result.ledger_counts = ledger.counts()
@@ -141,14 +143,22 @@ def history_origin(history: History) -> float:
     return events[0]["time"] if events else time.time()
 
 
+def _fault(spec: FaultSpec, env: Any, driver: DriverProcess, history: History, topic: str,
+           trigger_dir: Path) -> Fault:
+    if spec.fault == "driver_kill":
+        return DriverKillFault(spec, driver, history)
+    if spec.target == "executor":
+        return executor_fault_for(spec, driver, history, trigger_dir=trigger_dir)
+    return fault_for(spec, env, history, topic=topic)
+
+
 def _schedule(schedule: list[FaultSpec], env: Any, driver: DriverProcess, history: History,
-              faults: list[Fault], topic: str) -> list[threading.Thread]:
+              faults: list[Fault], topic: str, trigger_dir: Path) -> list[threading.Thread]:
     """Start one thread per fault: wait until its time, start it, hold it, stop it."""
     began = time.monotonic()
     threads = []
     for spec in schedule:
-        fault = (DriverKillFault(spec, driver, history) if spec.fault == "driver_kill"
-                 else fault_for(spec, env, history, topic=topic))
+        fault = _fault(spec, env, driver, history, topic, trigger_dir)
         faults.append(fault)
 
         def carry_out(fault: Fault = fault, spec: FaultSpec = spec) -> None:
