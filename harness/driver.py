@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from .checkpoint import CheckpointState, checkpoint_state
 from .errors import ConfigurationError, StartupFailed
+from .fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
 from .process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, reap
 
 __all__ = ["DRIVER_TOKEN_VAR", "QuerySpec", "DriverProcess", "load_builder"]
@@ -99,6 +100,11 @@ class DriverProcess(ProcessBacked):
         self._driver_token = ""
 
     @property
+    def fault_points_dir(self) -> Path:
+        """Where :mod:`harness.fault_points` triggers for this driver are armed."""
+        return self.workdir / "fault-points"
+
+    @property
     def events_file(self) -> Path:
         return self.workdir / f"{self.name}-events.jsonl"
 
@@ -110,7 +116,8 @@ class DriverProcess(ProcessBacked):
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
         spec_file.write_text(self.spec.to_json())
         self._driver_token = uuid.uuid4().hex
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **{DRIVER_TOKEN_VAR: self._driver_token})
+        env = dict(os.environ, PYTHONUNBUFFERED="1",
+                   **{DRIVER_TOKEN_VAR: self._driver_token, POINTS_DIR_VAR: str(self.fault_points_dir)})
         if self.run_token:
             env[RUN_TOKEN_VAR] = self.run_token
         self._process = ManagedProcess(
@@ -212,6 +219,8 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
     from .spark import SparkConfig, spark_session
 
     spec = QuerySpec.from_json(Path(spec_file).read_text())
+    # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
+    os.environ[DRIVER_PID_VAR] = str(os.getpid())
     lock = threading.Lock()
     events = open(events_file, "a", buffering=1)
 

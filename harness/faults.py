@@ -17,7 +17,7 @@ from .kafka_clients import add_partitions
 from .schedule import FaultSpec
 
 __all__ = ["Fault", "NetworkFault", "BrokerFault", "DatabaseFault", "AddPartitionsFault", "DriverKillFault",
-           "fault_for"]
+           "DriverPointFault", "RescaleFault", "fault_for"]
 
 
 class Fault(ABC):
@@ -154,7 +154,7 @@ def fault_for(spec: FaultSpec, env: Any, history: History, topic: str | None = N
         if topic is None:
             raise ConfigurationError("add_partitions needs the input topic.", hint="Pass topic= to fault_for.")
         return AddPartitionsFault(spec, env, history, topic)
-    if spec.fault == "driver_kill" or spec.target == "executor":
+    if spec.target in ("driver", "executor"):
         raise ConfigurationError(f"{spec.fault} acts on a driver process, not on the environment.",
                                  hint="The scenario runner carries it out with its DriverProcess "
                                  "(DriverKillFault, or harness.executor_faults.executor_fault_for).")
@@ -193,3 +193,57 @@ class DriverKillFault(Fault):
     def _heal(self) -> dict[str, Any]:
         self.env.restart()
         return {"attempt": self.env.attempt}
+
+
+class DriverPointFault(Fault):
+    """Arm the connector's named fault point ``params["point"]``; the driver dies when it gets there.
+
+    ``env`` is the :class:`~harness.driver.DriverProcess`. ``start`` arms and waits (up to
+    ``window_timeout_s``) for the driver to die at the point; ``stop`` disarms an unreached point
+    and restarts a dead driver from its checkpoint.
+    """
+
+    window_timeout_s = 120.0
+
+    def _inject(self) -> dict[str, Any]:
+        import time
+
+        from .fault_points import arm, claimed
+
+        driver, point = self.env, str(self.spec.params["point"])
+        arm(driver.fault_points_dir, point)
+        deadline = time.monotonic() + self.window_timeout_s
+        while driver.is_running() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        state = driver.checkpoint()
+        return {"point": point, "reached": claimed(driver.fault_points_dir, point),
+                "pending_batch": state.pending, "latest_commit": state.latest_commit}
+
+    def _heal(self) -> dict[str, Any]:
+        from .fault_points import disarm
+
+        unreached = disarm(self.env.fault_points_dir, str(self.spec.params["point"]))
+        if not self.env.is_running():
+            self.env.restart()
+        return {"attempt": self.env.attempt, "disarmed_unreached": unreached}
+
+
+class RescaleFault(Fault):
+    """Kill the driver and restart it with other parallelism: ``params["parallelism"]`` reaches the builder.
+
+    Builders that support rescaling read ``params["parallelism"]`` (e.g. as the source's reader
+    parallelism); ``params["master"]``, when given, replaces the Spark master (e.g. more local cores).
+    """
+
+    def _inject(self) -> dict[str, Any]:
+        state = self.env.checkpoint()
+        self.env.kill()
+        return {"pending_batch": state.pending, "latest_commit": state.latest_commit}
+
+    def _heal(self) -> dict[str, Any]:
+        spec = self.env.spec
+        changes: dict[str, Any] = {"params": {**spec.params, "parallelism": int(self.spec.params["parallelism"])}}
+        if "master" in self.spec.params:
+            changes["master"] = str(self.spec.params["master"])
+        self.env.restart(**changes)
+        return {"attempt": self.env.attempt, "parallelism": changes["params"]["parallelism"]}

@@ -24,7 +24,7 @@ from typing import Any
 from .checkers import combined_valid, exactly_once_checkers, run_checks
 from .driver import DriverProcess, QuerySpec
 from .executor_faults import executor_fault_for
-from .faults import DriverKillFault, Fault, fault_for
+from .faults import DriverKillFault, DriverPointFault, Fault, RescaleFault, fault_for
 from .history import History
 from .kafka_clients import create_topic
 from .metrics import summarize
@@ -145,8 +145,9 @@ def history_origin(history: History) -> float:
 
 def _fault(spec: FaultSpec, env: Any, driver: DriverProcess, history: History, topic: str,
            trigger_dir: Path) -> Fault:
-    if spec.fault == "driver_kill":
-        return DriverKillFault(spec, driver, history)
+    driver_faults = {"driver_kill": DriverKillFault, "driver_kill_at": DriverPointFault, "rescale": RescaleFault}
+    if spec.fault in driver_faults:
+        return driver_faults[spec.fault](spec, driver, history)
     if spec.target == "executor":
         return executor_fault_for(spec, driver, history, trigger_dir=trigger_dir)
     return fault_for(spec, env, history, topic=topic)

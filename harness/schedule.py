@@ -32,6 +32,8 @@ FAULTS: dict[str, tuple[tuple[str, ...], dict[str, tuple[type, float]]]] = {
     "broker_pause": (("kafka",), {}),
     "database_kill": (("postgres",), {}),
     "driver_kill": (("driver",), {"min_batch": (int, 0), "delay_ms": (int, 0)}),
+    "driver_kill_at": (("driver",), {"point": (str, 1)}),
+    "rescale": (("driver",), {"parallelism": (int, 1), "master": (str, 1)}),
     "add_partitions": (("kafka",), {"count": (int, 1)}),
     "python_worker_kill": (("executor",), {}),
     "task_exception": (("executor",), {}),
@@ -99,9 +101,11 @@ def _entry(index: int, raw: Any) -> FaultSpec:
             raise _fail(where, f"fault {fault!r} has no parameter {name!r}",
                         f"{fault} takes: {', '.join(allowed) or 'no parameters'}.")
         kind, minimum = allowed[name]
-        if isinstance(value, bool) or not isinstance(value, kind) or value < minimum:
-            raise _fail(where, f"parameter {name}={value!r} must be a {kind.__name__} >= {minimum}",
-                        "Toxiproxy attributes are integers (milliseconds, bytes, KB/s).")
+        size = len(value) if kind is str and isinstance(value, str) else value
+        if isinstance(value, bool) or not isinstance(value, kind) or size < minimum:
+            expected = "a non-empty string" if kind is str else f"a {kind.__name__} >= {minimum}"
+            raise _fail(where, f"parameter {name}={value!r} must be {expected}",
+                        "Toxiproxy attributes are integers (milliseconds, bytes, KB/s); names are strings.")
     stream = raw.get("stream", "downstream")
     if stream not in _STREAMS or (stream != "downstream" and fault not in _NETWORK):
         raise _fail(where, f"stream {stream!r} is not valid for {fault!r}",

@@ -1,14 +1,16 @@
 """A trivial connector for scenario tests: streamcert-kafka source -> an at-least-once Kafka sink.
 
-The sink produces each micro-batch from ``foreachBatch`` and then waits
-``commit_delay_ms`` before Spark writes ``commits/N``: a driver killed in that
-window makes Spark replay the batch, and this sink writes it again. That is
-the documented behaviour of at-least-once sinks, and the duplicate checker must see it.
+The sink produces each micro-batch from ``foreachBatch``, passes the fault point
+``after-batch-write`` and waits ``commit_delay_ms`` before Spark writes
+``commits/N``: a driver killed there makes Spark replay the batch, and this sink
+writes it again. That is the documented behaviour of at-least-once sinks, and the
+duplicate checker must see it.
 """
 
 import time
 
 from connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+from harness.fault_points import reached
 
 
 def kafka_to_kafka_at_least_once(spark, params):
@@ -28,6 +30,7 @@ def kafka_to_kafka_at_least_once(spark, params):
             producer.produce(topic, key=row.key, value=row.value)
             producer.poll(0)
         producer.flush(60)
+        reached("after-batch-write")  # written, not yet committed: the at-least-once window
         time.sleep(delay / 1000)
 
     return (frame.writeStream.foreachBatch(write).option("checkpointLocation", params["checkpoint"])

@@ -7,15 +7,13 @@ committed), so this process needs no Spark of its own.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
-import pyarrow.parquet as pq
 import pytest
 
 from harness.driver import DriverProcess, QuerySpec
+from harness.file_sink import read_committed_table
 from harness.executor_faults import (
     ExecutorKill,
     PythonWorkerKill,
@@ -34,16 +32,9 @@ LAST_BATCH = ROWS // PER_BATCH - 1
 
 
 def _committed_values(out: Path) -> list[int]:
-    """Values in the Parquet files the sink committed (listed in _spark_metadata); a failed attempt's files are not."""
-    paths: set[str] = set()
-    for log in sorted((out / "_spark_metadata").iterdir()):
-        if log.name.startswith("."):
-            continue
-        for line in log.read_text().splitlines()[1:]:  # line 0 is the version
-            entry = json.loads(line)
-            path = unquote(urlparse(entry["path"]).path)
-            (paths.add if entry.get("action", "add") == "add" else paths.discard)(path)
-    return sorted(v for path in paths for v in pq.read_table(path).column("value").to_pylist())
+    """Values in the Parquet files the sink committed (a failed attempt's files are not)."""
+    table = read_committed_table(out)
+    return sorted(table.column("value").to_pylist()) if table is not None else []
 
 
 def _driver(tmp_path: Path, builder: str, master: str, **params) -> DriverProcess:

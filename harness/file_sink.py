@@ -1,0 +1,42 @@
+"""Reading what Spark's file sink committed: only the files its ``_spark_metadata`` log lists.
+
+A failed or killed attempt can leave Parquet files in the output folder that
+were never committed; a reader that lists the folder would see duplicates.
+The metadata log (``N`` and ``N.compact`` files, one JSON entry per line after
+a version line) is the sink's truth, as for Spark's own readers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["committed_files", "read_committed_table"]
+
+
+def committed_files(output: Path) -> list[str]:
+    """Paths of the data files the sink committed, sorted."""
+    paths: set[str] = set()
+    log_dir = Path(output) / "_spark_metadata"
+    if not log_dir.is_dir():
+        return []
+    for log in sorted(log_dir.iterdir(), key=lambda p: (int(p.name.split(".")[0]) if p.name[0].isdigit() else -1)):
+        if log.name.startswith("."):
+            continue
+        for line in log.read_text().splitlines()[1:]:  # line 0 is the version
+            entry = json.loads(line)
+            path = unquote(urlparse(entry["path"]).path)
+            (paths.add if entry.get("action", "add") == "add" else paths.discard)(path)
+    return sorted(paths)
+
+
+def read_committed_table(output: Path) -> pa.Table | None:
+    """All committed rows as one Arrow table (None when nothing was committed)."""
+    files = committed_files(output)
+    if not files:
+        return None
+    return pa.concat_tables([pq.read_table(path) for path in files])
