@@ -1,0 +1,85 @@
+"""The offset source across driver kills and rescale, in a real driver process, into an exactly-once sink."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from harness.driver import DriverProcess, QuerySpec
+from harness.faults import DriverKillFault, RescaleFault
+from harness.file_sink import read_committed_table
+from harness.history import History
+from harness.kafka_clients import create_topic
+from harness.schedule import FaultSpec
+from harness.spark_events import event_log_conf, read_events
+from harness.workload import WorkloadSpec, decode_values, load_topic
+
+pytestmark = pytest.mark.integration
+
+
+def _setup(stack, tmp_path, partitions: int, total: int, parallelism: int, **params):
+    bootstrap = stack.endpoints.bootstrap_servers
+    topic = f"rec-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=partitions)
+    ledger = load_topic(bootstrap, topic, WorkloadSpec(total=total, keys=40, partitions=partitions,
+                                                       aborted_fraction=0.1, transaction_records=50, seed=9))
+    spec = QuerySpec("tests.connectors.source_queries:kafka_to_files", str(tmp_path / "checkpoint"),
+                     {"bootstrap": bootstrap, "topic": topic, "path": str(tmp_path / "out"),
+                      "parallelism": parallelism, **params},
+                     master="local[2,2]", spark_conf=event_log_conf(tmp_path / "events"))
+    return ledger, DriverProcess(spec, tmp_path / "driver", run_token=stack.run_token)
+
+
+def _acked(ledger) -> list[int]:
+    return sorted(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
+
+
+def _wait_all(driver, tmp_path, expected: int) -> list[int]:
+    def done(_driver) -> bool:
+        table = read_committed_table(tmp_path / "out")
+        return table is not None and table.num_rows >= expected
+
+    driver.wait_for(done, f"{expected} committed rows", timeout=240)
+    table = read_committed_table(tmp_path / "out")
+    return sorted(decode_values(table.column("value").to_pylist())["id"])
+
+
+def _tasks_per_stage(events, application: int) -> list[int]:
+    apps, current = [], None
+    for event in events:
+        if event["Event"] == "SparkListenerApplicationStart":
+            current = []
+            apps.append(current)
+        elif event["Event"] == "SparkListenerStageCompleted" and current is not None:
+            current.append(event["Stage Info"]["Number of Tasks"])
+    return apps[application]
+
+
+def test_rescale_from_one_reader_task_to_three_loses_and_repeats_nothing(stack, tmp_path):
+    ledger, driver = _setup(stack, tmp_path, partitions=4, total=3000, parallelism=1)
+    history = History()
+    with driver:
+        driver.wait_for(lambda d: (d.checkpoint().latest_commit or -1) >= 2, "three committed batches", timeout=240)
+        fault = RescaleFault(FaultSpec("rescale", "driver", 0, 0, {"parallelism": 3}), driver, history)
+        fault.start()
+        fault.stop()
+        ids = _wait_all(driver, tmp_path, len(_acked(ledger)))
+    assert ids == _acked(ledger)
+    events = read_events(tmp_path / "events")
+    assert max(_tasks_per_stage(events, 0)) == 1
+    assert max(_tasks_per_stage(events, 1)) == 3  # 4 partitions over 3 reader tasks
+    assert history.events("fault-stop")[0]["parallelism"] == 3
+
+
+def test_driver_kill_between_offsets_and_commit_then_other_batch_size_is_exactly_once(stack, tmp_path):
+    ledger, driver = _setup(stack, tmp_path, partitions=3, total=2400, parallelism=2)
+    history = History()
+    with driver:
+        kill = DriverKillFault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 2}), driver, history)
+        kill.start()
+        assert history.events("fault-start")[0]["in_window"] is True
+        driver.spec = driver.spec.replace(params={**driver.spec.params, "max_records_per_batch": 700})
+        kill.stop()
+        ids = _wait_all(driver, tmp_path, len(_acked(ledger)))
+    assert ids == _acked(ledger)
