@@ -87,3 +87,88 @@ def test_broker_pause_stops_the_process_until_healed(stack):
 def test_driver_kill_is_not_an_environment_fault(stack):
     with pytest.raises(ConfigurationError, match="driver process"):
         fault_for(FaultSpec("driver_kill", "driver", 0, 1), stack, History())
+
+
+TOXIC_PARAMS = {
+    "latency": {"latency": 100, "jitter": 10}, "bandwidth": {"rate": 100}, "timeout": {"timeout": 0},
+    "reset_peer": {"timeout": 0}, "slow_close": {"delay": 100},
+    "slicer": {"average_size": 16, "size_variation": 4, "delay": 1}, "limit_data": {"bytes": 1024},
+}
+
+
+@pytest.mark.parametrize("target", ["kafka", "postgres"])
+@pytest.mark.parametrize("stream", ["upstream", "downstream"])
+@pytest.mark.parametrize("toxic", sorted(TOXIC_PARAMS))
+def test_every_toxic_is_listed_by_toxiproxy_while_active(clean_links, toxic, stream, target):
+    env, history = clean_links, History()
+    fault = fault_for(FaultSpec(toxic, target, 0, 1, TOXIC_PARAMS[toxic], stream), env, history)
+    link = env.kafka_link if target == "kafka" else env.postgres_link
+    fault.start()
+    try:
+        [listed] = link.toxics().values()
+        assert (listed["type"], listed["stream"]) == (toxic, stream)
+        assert {k: listed["attributes"][k] for k in TOXIC_PARAMS[toxic]} == TOXIC_PARAMS[toxic]
+    finally:
+        fault.stop()
+    assert link.toxics() == {}
+
+
+@pytest.mark.parametrize("toxic, params", [("reset_peer", {"timeout": 0}), ("timeout", {"timeout": 0}),
+                                           ("limit_data", {"bytes": 64})])
+def test_breaking_toxics_break_database_connections(clean_links, toxic, params):
+    env = clean_links
+    fault = fault_for(FaultSpec(toxic, "postgres", 0, 1, params, "downstream"), env, History())
+    fault.start()
+    try:
+        with pytest.raises(psycopg.OperationalError):
+            with psycopg.connect(env.endpoints.postgres_dsn, connect_timeout=2) as conn:
+                conn.execute("select repeat('x', 100000)").fetchone()
+    finally:
+        fault.stop()
+    with psycopg.connect(env.endpoints.postgres_dsn) as conn:
+        assert conn.execute("select 1").fetchone() == (1,)
+
+
+def test_bandwidth_toxic_slows_a_large_transfer(clean_links):
+    env = clean_links
+
+    def fetch_seconds() -> float:
+        with psycopg.connect(env.endpoints.postgres_dsn) as conn:
+            began = time.monotonic()
+            conn.execute("select repeat('x', 300000)").fetchone()
+            return time.monotonic() - began
+
+    baseline = fetch_seconds()
+    fault = fault_for(FaultSpec("bandwidth", "postgres", 0, 1, {"rate": 100}, "downstream"), env, History())
+    fault.start()
+    try:
+        slowed = fetch_seconds()
+    finally:
+        fault.stop()
+    assert slowed >= 2.0 > baseline  # 300 KB at 100 KB/s
+
+
+def test_broker_clean_restart_changes_the_pid_and_keeps_data(stack):
+    env, history = stack, History()
+    topic = _topic()
+    create_topic(env.endpoints.bootstrap_servers, topic)
+    produce(env.endpoints.bootstrap_servers, topic, [(None, b"kept")])
+    before = env.kafka.pid
+    fault = fault_for(FaultSpec("broker_restart", "kafka", 0, 1), env, history)
+    fault.start()
+    fault.stop()
+    assert env.kafka.pid not in (None, before)
+    assert history.events("fault-start")[0]["pid_after"] == env.kafka.pid
+    assert [v for *_r, v in read_topic(env.endpoints.bootstrap_servers, topic)] == [b"kept"]
+
+
+def test_database_kill_restarts_postgres(stack):
+    history = History()
+    before = stack.postgres.pid
+    fault = fault_for(FaultSpec("database_kill", "postgres", 0, 1), stack, history)
+    fault.start()
+    assert stack.postgres.pid is None
+    fault.stop()
+    assert stack.postgres.pid not in (None, before)
+    with psycopg.connect(stack.endpoints.postgres_dsn) as conn:
+        assert conn.execute("select 1").fetchone() == (1,)
