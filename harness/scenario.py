@@ -23,6 +23,7 @@ from typing import Any
 
 from .checkers import combined_valid, exactly_once_checkers, run_checks
 from .driver import DriverProcess, QuerySpec
+from .errors import ConfigurationError
 from .executor_faults import executor_fault_for
 from .faults import DriverKillFault, DriverPointFault, Fault, RescaleFault, fault_for
 from .history import History
@@ -50,6 +51,10 @@ class Scenario:
     master: str = "local[2,3]"
     output_partitions: int = 1
     quiet_timeout_s: float = 60.0
+    #: "bulk" (as fast as the broker takes it) or "open_loop" (locust at workload.rate for load_duration_s)
+    load: str = "bulk"
+    load_duration_s: float = 10.0
+    load_users: int = 2
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -105,7 +110,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         driver.start()
         history.record("driver-start", attempt=driver.attempt)
         timers = _schedule(scenario.schedule, env, driver, history, faults, input_topic, workdir / "triggers")
-        ledger = load_topic(bootstrap, input_topic, scenario.workload)
+        ledger = _load(scenario, bootstrap, input_topic, workdir, result)
         history.record("load-done", **ledger.counts())
         result.ledger_counts = ledger.counts()
         for timer in timers:
@@ -117,7 +122,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         results = run_checks(exactly_once_checkers(), ledger.for_checkers(), output)
         result.checks = [check.to_dict() for check in results]
         result.valid = combined_valid(results)
-        result.metrics = summarize(output, ledger.frame, history.events(), history_origin(history))
+        result.metrics.update(summarize(output, ledger.frame, history.events(), history_origin(history)))
         if observer.error:
             result.error = f"observer: {observer.error}"
         result.complete = True
@@ -136,6 +141,19 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(workdir / "results.json")
     return result
+
+
+def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result: RunResult):
+    if scenario.load == "bulk":
+        return load_topic(bootstrap, topic, scenario.workload)
+    if scenario.load != "open_loop":
+        raise ConfigurationError(f"Scenario load {scenario.load!r} is not known.", hint="Use bulk or open_loop.")
+    from .load import run_open_loop
+
+    loaded = run_open_loop(bootstrap, topic, scenario.workload, scenario.load_duration_s, scenario.load_users,
+                           workdir / "load")
+    result.metrics["load"] = loaded.to_dict()
+    return loaded.ledger
 
 
 def history_origin(history: History) -> float:

@@ -172,3 +172,18 @@ def test_database_kill_restarts_postgres(stack):
     assert stack.postgres.pid not in (None, before)
     with psycopg.connect(stack.endpoints.postgres_dsn) as conn:
         assert conn.execute("select 1").fetchone() == (1,)
+
+
+def test_add_partitions_grows_the_input_topic(stack):
+    from confluent_kafka.admin import AdminClient
+
+    from harness.kafka_clients import client_conf
+
+    topic, history = _topic(), History()
+    create_topic(stack.endpoints.bootstrap_servers, topic, partitions=2)
+    fault = fault_for(FaultSpec("add_partitions", "kafka", 0, 1, {"count": 5}), stack, history, topic=topic)
+    fault.start()
+    fault.stop()
+    admin = AdminClient(client_conf(stack.endpoints.bootstrap_servers))
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 5
+    assert history.events("fault-start")[0]["topic"] == topic

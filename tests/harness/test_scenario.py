@@ -68,3 +68,18 @@ def test_a_run_that_fails_still_writes_its_results_marked_incomplete(stack, tmp_
     assert result.complete is False and saved["complete"] is False
     assert "no_such_builder" in saved["error"] and saved["valid"] == "unknown"
     assert saved["scenario"]["name"] == "broken"
+
+
+def test_open_loop_scenario_with_a_network_fault_reports_recovery(stack, tmp_path):
+    """Locust at 200 records/s for 12 s; the Kafka link goes down for 2 s; nothing is lost, recovery is measured."""
+    scenario = Scenario("open", BUILDER, WorkloadSpec(total=2400, keys=20, partitions=2, rate=200.0, seed=8),
+                        schedule=[FaultSpec("down", "kafka", 5.0, 2.0)], params={"max_records_per_batch": 500},
+                        master="local[2,2]", load="open_loop", load_duration_s=12.0)
+    result = run_scenario(stack, scenario, tmp_path)
+    assert result.complete, result.error
+    checks = _by_name(result)
+    assert checks["lost"]["valid"] is True and checks["unexpected"]["valid"] is True
+    assert result.metrics["load"]["requests"] > 0 and result.metrics["load"]["target_rate"] == 200.0
+    [recovery] = result.metrics["recovery"]
+    assert recovery["fault"] == "down" and recovery["stop_s"] - recovery["start_s"] >= 1.9
+    assert "recovery_s" in recovery
