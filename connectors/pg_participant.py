@@ -1,0 +1,102 @@
+"""PostgreSQL as a two-phase-commit participant and as the decision log.
+
+Prepared transactions (``PREPARE TRANSACTION`` / ``COMMIT PREPARED`` / ``ROLLBACK PREPARED``)
+survive connection loss and server restarts, so a transaction prepared by an executor
+can be committed later by the driver, from another connection, even after a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .twophase import DecisionLog, Participant, TxnId
+
+__all__ = ["DECISIONS_TABLE", "PostgresParticipant", "PostgresDecisionLog", "prepare_rows", "ensure_table",
+           "SPARK_TO_PG"]
+
+DECISIONS_TABLE = "streamcert_2pc_decisions"
+SPARK_TO_PG = {"string": "text", "binary": "bytea", "bigint": "bigint", "int": "integer", "smallint": "smallint",
+               "double": "double precision", "float": "real", "boolean": "boolean", "timestamp": "timestamptz",
+               "date": "date"}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def _ident(name: str) -> sql.Identifier:
+    if not _IDENT.fullmatch(name):
+        raise ValueError(f"{name!r} is not a plain SQL identifier")
+    return sql.Identifier(name)
+
+
+def ensure_table(dsn: str, table: str, columns: Sequence[tuple[str, str]]) -> None:
+    """Create ``table`` with ``(name, spark type)`` columns unless it exists; and the decision log."""
+    column_sql = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(_ident(name), sql.SQL(SPARK_TO_PG[kind])) for name, kind in columns)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("create table if not exists {} ({})").format(_ident(table), column_sql))
+        conn.execute(sql.SQL(
+            "create table if not exists {} (sink_id text not null, batch_id bigint not null, "
+            "txn_ids text[] not null, decided_at timestamptz not null default now(), "
+            "primary key (sink_id, batch_id))").format(_ident(DECISIONS_TABLE)))
+
+
+def prepare_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], txn: TxnId) -> int:
+    """Executor side: write ``rows`` in one transaction and PREPARE it as ``txn``; return the row count."""
+    count = 0
+    with psycopg.connect(dsn) as conn:
+        copy_sql = sql.SQL("copy {} ({}) from stdin").format(
+            _ident(table), sql.SQL(", ").join(_ident(c) for c in columns))
+        with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        conn.execute(sql.SQL("prepare transaction {}").format(sql.Literal(str(txn))))
+    return count
+
+
+class PostgresParticipant(Participant):
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def prepared(self, sink_id: str) -> list[str]:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            rows = conn.execute("select gid from pg_prepared_xacts where gid like %s and database = current_database()"
+                                " order by prepared", (TxnId.prefix(sink_id) + "%",)).fetchall()
+        return [row[0] for row in rows]
+
+    def _finish(self, verb: str, txn_id: str) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            try:
+                conn.execute(sql.SQL(verb + " {}").format(sql.Literal(txn_id)))
+            except psycopg.errors.UndefinedObject:
+                pass  # already resolved (by an earlier call of this very decision)
+
+    def commit_prepared(self, txn_id: str) -> None:
+        self._finish("commit prepared", txn_id)
+
+    def rollback_prepared(self, txn_id: str) -> None:
+        self._finish("rollback prepared", txn_id)
+
+
+class PostgresDecisionLog(DecisionLog):
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def record(self, sink_id: str, batch_id: int, txn_ids: list[str]) -> list[str]:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("insert into {} (sink_id, batch_id, txn_ids) values (%s, %s, %s) "
+                                 "on conflict do nothing").format(_ident(DECISIONS_TABLE)),
+                         (sink_id, batch_id, list(txn_ids)))
+        decision = self.decision(sink_id, batch_id)
+        assert decision is not None
+        return decision
+
+    def decision(self, sink_id: str, batch_id: int) -> list[str] | None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            row = conn.execute(sql.SQL("select txn_ids from {} where sink_id = %s and batch_id = %s").format(
+                _ident(DECISIONS_TABLE)), (sink_id, batch_id)).fetchone()
+        return None if row is None else list(row[0])

@@ -1,0 +1,105 @@
+"""The 2PC protocol on real PostgreSQL prepared transactions (no Spark): commit, replay, orphans, recovery, abort."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from connectors.pg_participant import PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
+from connectors.twophase import Coordinator, TxnId, validate_sink_id
+from harness.errors import ConfigurationError
+
+
+def test_txn_id_round_trip_and_foreign_ids():
+    txn = TxnId.new("sink-1", 42, 3, 1)
+    assert TxnId.parse(str(txn)) == txn and str(txn).startswith(TxnId.prefix("sink-1"))
+    assert TxnId.parse("someone-else's") is None and TxnId.parse("sc2pc|s|x|1|1|n") is None
+
+
+def test_sink_ids_are_checked():
+    with pytest.raises(ConfigurationError, match="sinkId"):
+        validate_sink_id("has space")
+
+
+@pytest.fixture
+def pg(stack):
+    dsn = stack.endpoints.postgres_dsn
+    table = f"out_{uuid.uuid4().hex[:8]}"
+    ensure_table(dsn, table, [("id", "bigint")])
+    sink = f"sink-{uuid.uuid4().hex[:8]}"
+    coordinator = Coordinator(sink, PostgresParticipant(dsn), PostgresDecisionLog(dsn), "test")
+    return dsn, table, sink, coordinator
+
+
+def _prepare(dsn, table, sink, batch, partition, ids, attempt=0) -> str:
+    txn = TxnId.new(sink, batch, partition, attempt)
+    prepare_rows(dsn, table, ["id"], [(i,) for i in ids], txn)
+    return str(txn)
+
+
+def _ids(dsn, table) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        return sorted(row[0] for row in conn.execute(f"select id from {table}"))
+
+
+
+
+@pytest.mark.integration
+def test_commit_makes_named_transactions_visible_and_rolls_back_orphans(pg):
+    dsn, table, sink, coordinator = pg
+    first = _prepare(dsn, table, sink, 0, 0, [1, 2])
+    second = _prepare(dsn, table, sink, 0, 1, [3])
+    orphan = _prepare(dsn, table, sink, 0, 1, [99], attempt=0)  # a failed attempt that prepared, then died
+    assert _ids(dsn, table) == []  # readers never see prepared data
+    coordinator.commit(0, [first, second])
+    assert _ids(dsn, table) == [1, 2, 3]
+    assert coordinator.participant.prepared(sink) == []
+    assert orphan not in coordinator.log.decision(sink, 0)
+
+
+@pytest.mark.integration
+def test_a_replayed_commit_is_a_no_op_and_the_first_decision_stands(pg):
+    dsn, table, sink, coordinator = pg
+    txn = _prepare(dsn, table, sink, 0, 0, [1])
+    assert coordinator.commit(0, [txn]) == [txn]
+    late = _prepare(dsn, table, sink, 0, 0, [1], attempt=1)  # a replay that wrote again
+    assert coordinator.commit(0, [late]) == [txn]
+    assert _ids(dsn, table) == [1]
+    assert coordinator.participant.prepared(sink) == []
+
+
+@pytest.mark.integration
+def test_recovery_commits_decided_and_rolls_back_undecided(pg):
+    dsn, table, sink, coordinator = pg
+    decided = _prepare(dsn, table, sink, 1, 0, [10])
+    coordinator.log.record(sink, 1, [decided])  # the driver died after the decision, before COMMIT PREPARED
+    undecided = _prepare(dsn, table, sink, 2, 0, [20])  # died before any decision
+    outcome = coordinator.recover()
+    assert outcome == {"committed": [decided], "rolled_back": [undecided]}
+    assert _ids(dsn, table) == [10]
+    assert coordinator.decided(1) and not coordinator.decided(2)
+
+
+@pytest.mark.integration
+def test_abort_rolls_back_but_never_undoes_a_decided_batch(pg):
+    dsn, table, sink, coordinator = pg
+    failed = _prepare(dsn, table, sink, 3, 0, [30])
+    coordinator.abort(3, [failed])
+    assert _ids(dsn, table) == [] and coordinator.participant.prepared(sink) == []
+    kept = _prepare(dsn, table, sink, 4, 0, [40])
+    coordinator.log.record(sink, 4, [kept])
+    coordinator.abort(4, [kept])
+    assert _ids(dsn, table) == [40]
+
+
+@pytest.mark.integration
+def test_a_zombie_attempt_preparing_after_the_decision_is_fenced(pg):
+    dsn, table, sink, coordinator = pg
+    real = _prepare(dsn, table, sink, 0, 0, [1])
+    coordinator.commit(0, [real])
+    zombie = _prepare(dsn, table, sink, 0, 0, [666], attempt=1)  # an old attempt, still running
+    coordinator.commit(1, [])  # the next batch's commit sweeps orphans of decided batches
+    assert zombie not in coordinator.participant.prepared(sink)
+    assert _ids(dsn, table) == [1]
