@@ -16,10 +16,13 @@ from psycopg import sql
 
 from .twophase import DecisionLog, Participant, TxnId
 
-__all__ = ["DECISIONS_TABLE", "PostgresParticipant", "PostgresDecisionLog", "prepare_rows", "ensure_table",
-           "SPARK_TO_PG"]
+__all__ = ["DECISIONS_TABLE", "MARKERS_TABLE", "PostgresParticipant", "PostgresDecisionLog", "prepare_rows",
+           "ensure_table", "SPARK_TO_PG"]
 
 DECISIONS_TABLE = "streamcert_2pc_decisions"
+#: One row per prepared transaction, written inside it: after COMMIT PREPARED says "no such transaction",
+#: this row tells "already committed" (present) from "rolled back, rows lost" (absent).
+MARKERS_TABLE = "streamcert_2pc_txns"
 SPARK_TO_PG = {"string": "text", "binary": "bytea", "bigint": "bigint", "int": "integer", "smallint": "smallint",
                "double": "double precision", "float": "real", "boolean": "boolean", "timestamp": "timestamptz",
                "date": "date"}
@@ -42,6 +45,7 @@ def ensure_table(dsn: str, table: str, columns: Sequence[tuple[str, str]]) -> No
             "create table if not exists {} (sink_id text not null, batch_id bigint not null, "
             "txn_ids text[] not null, decided_at timestamptz not null default now(), "
             "primary key (sink_id, batch_id))").format(_ident(DECISIONS_TABLE)))
+        conn.execute(sql.SQL("create table if not exists {} (gid text primary key)").format(_ident(MARKERS_TABLE)))
 
 
 def prepare_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], txn: TxnId) -> int:
@@ -54,6 +58,7 @@ def prepare_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Se
             for row in rows:
                 copy.write_row(row)
                 count += 1
+        conn.execute(sql.SQL("insert into {} values (%s)").format(_ident(MARKERS_TABLE)), (str(txn),))
         conn.execute(sql.SQL("prepare transaction {}").format(sql.Literal(str(txn))))
     return count
 
@@ -68,15 +73,25 @@ class PostgresParticipant(Participant):
                                 " order by prepared", (TxnId.prefix(sink_id) + "%",)).fetchall()
         return [row[0] for row in rows]
 
-    def _finish(self, verb: str, txn_id: str) -> None:
+    def _finish(self, verb: str, txn_id: str) -> bool:
+        """Run ``verb`` on the prepared transaction; False when it was no longer prepared."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             try:
                 conn.execute(sql.SQL(verb + " {}").format(sql.Literal(txn_id)))
             except psycopg.errors.UndefinedObject:
-                pass  # already resolved (by an earlier call of this very decision)
+                return False
+        return True
 
     def commit_prepared(self, txn_id: str) -> None:
-        self._finish("commit prepared", txn_id)
+        if self._finish("commit prepared", txn_id):
+            return
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            committed = conn.execute(sql.SQL("select 1 from {} where gid = %s").format(_ident(MARKERS_TABLE)),
+                                     (txn_id,)).fetchone()
+        if committed is None:
+            # Never silent: a decided transaction that is gone without having committed means lost rows.
+            raise RuntimeError(f"Prepared transaction {txn_id} was decided but rolled back before it could commit: "
+                               "its rows are lost (a bug in the sink's protocol, or someone ran ROLLBACK PREPARED)")
 
     def rollback_prepared(self, txn_id: str) -> None:
         self._finish("rollback prepared", txn_id)

@@ -12,8 +12,9 @@ external system):
   the batch that the decision does not name are orphans of failed or zombie attempts:
   rolled back, never committed;
 - **abort**: roll back the attempt's prepared transactions (never a decided batch's);
-- **recover**, when a query (re)starts: prepared transactions whose batch has a decision
-  naming them are committed, all others rolled back;
+- **recover**, after a restart: prepared transactions of earlier batches whose decision
+  names them are committed, all others rolled back (done at each commit, for batches before
+  it: the first commit after a restart is where recovery happens);
 - a replayed batch whose decision is recorded writes nothing.
 
 Participants and the decision log are small ABCs so other systems can plug in.
@@ -116,7 +117,9 @@ class Coordinator:
         return self.log.decision(self.sink_id, batch_id) is not None
 
     def commit(self, batch_id: int, txn_ids: Iterable[str]) -> list[str]:
-        """Record (or reuse) the batch's decision, commit what it names, roll back orphans up to this batch."""
+        """Resolve earlier batches (recovery), record (or reuse) this batch's decision, commit what it names,
+        roll back orphans up to this batch."""
+        self.recover(before_batch=batch_id)
         reached(f"{self.fault_point_prefix}.before-decision")
         decision = self.log.record(self.sink_id, batch_id, sorted(set(txn_ids)))
         reached(f"{self.fault_point_prefix}.after-decision")
@@ -133,11 +136,18 @@ class Coordinator:
         for txn in txn_ids:
             self.participant.rollback_prepared(txn)
 
-    def recover(self) -> dict[str, list[str]]:
-        """At query start: commit prepared transactions their batch's decision names, roll back the rest."""
+    def recover(self, before_batch: int | None = None) -> dict[str, list[str]]:
+        """Commit prepared transactions their batch's decision names, roll back the rest.
+
+        Runs at the start of every ``commit(N)`` for batches before N. It must not run for batch N or later
+        when it cannot know whether they are in flight: Spark builds the writer object again in each Python
+        worker it uses, so "when the writer is created" is not "when the query starts".
+        """
         committed, rolled_back = [], []
         for text in self.participant.prepared(self.sink_id):
             txn = TxnId.parse(text)
+            if before_batch is not None and (txn is None or txn.batch_id >= before_batch):
+                continue
             decision = self.log.decision(self.sink_id, txn.batch_id) if txn else None
             if decision is not None and text in decision:
                 self.participant.commit_prepared(text)

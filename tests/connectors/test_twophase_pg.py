@@ -103,3 +103,23 @@ def test_a_zombie_attempt_preparing_after_the_decision_is_fenced(pg):
     coordinator.commit(1, [])  # the next batch's commit sweeps orphans of decided batches
     assert zombie not in coordinator.participant.prepared(sink)
     assert _ids(dsn, table) == [1]
+
+
+@pytest.mark.integration
+def test_commit_leaves_later_batches_in_flight_alone(pg):
+    dsn, table, sink, coordinator = pg
+    now = _prepare(dsn, table, sink, 4, 0, [4])
+    in_flight = _prepare(dsn, table, sink, 5, 0, [5])  # the next batch, still being written
+    coordinator.commit(4, [now])
+    assert coordinator.participant.prepared(sink) == [in_flight]
+    assert _ids(dsn, table) == [4]
+
+
+@pytest.mark.integration
+def test_a_decided_transaction_that_vanished_is_reported_not_ignored(pg):
+    dsn, table, sink, coordinator = pg
+    txn = _prepare(dsn, table, sink, 0, 0, [1])
+    coordinator.log.record(sink, 0, [txn])
+    coordinator.participant.rollback_prepared(txn)  # what a buggy recovery would do
+    with pytest.raises(RuntimeError, match="rows are lost"):
+        coordinator.commit(0, [txn])

@@ -1,0 +1,111 @@
+"""The reference two-phase-commit sink for PostgreSQL: ``writeStream.format("streamcert-pg-2pc")``.
+
+Options: ``dsn`` (libpq connection string), ``table`` (created from the stream's schema
+if missing), ``sinkId`` (stable across restarts: it names the transactions and the
+decisions). Where each part runs:
+
+- ``streamWriter`` (driver; Spark may build the writer again in each Python worker it uses):
+  create the tables if missing;
+- ``write`` (executors, one per task): skip a batch whose decision is already recorded (a
+  replay), else COPY the rows into one transaction and ``PREPARE TRANSACTION`` it under an id
+  encoding (sink, batch, partition, attempt); fault point ``pg-2pc.after-prepare``;
+- ``commit`` (driver): first *recover* earlier batches (commit prepared transactions their
+  recorded decision names, roll back the rest: after a restart this is where recovery happens),
+  then record this batch's decision and ``COMMIT PREPARED`` each transaction it names (fault
+  points ``pg-2pc.before-decision`` and ``pg-2pc.after-decision``); idempotent;
+- ``abort`` (driver): roll back the attempt's prepared transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+
+from harness.errors import ConfigurationError
+from harness.fault_points import reached
+
+from .pg_participant import SPARK_TO_PG, PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
+from .twophase import Coordinator, TxnId, validate_sink_id
+
+__all__ = ["SINK_NAME", "PostgresTwoPhaseSink", "PostgresStreamWriter", "PreparedMessage"]
+
+SINK_NAME = "streamcert-pg-2pc"
+_FAULT_POINTS = "pg-2pc"
+_OPTIONS = {"dsn": "a libpq connection string (required)", "table": "the output table (required)",
+            "sinkId": "a stable id of 1-64 letters, digits, '_' or '-' (required)"}
+
+
+@dataclass
+class PreparedMessage(WriterCommitMessage):
+    """What a task tells the driver: the transactions it prepared (none for a skipped replay)."""
+
+    txn_ids: list[str] = field(default_factory=list)
+    rows: int = 0
+    skipped_replay: bool = False
+
+
+def _options(options) -> tuple[str, str, str]:
+    canonical = {k.lower(): v for k, v in dict(options).items()}
+    # Spark passes its own writeStream options (checkpointLocation, path) to the sink as well.
+    unknown = sorted(set(canonical) - {k.lower() for k in _OPTIONS} - {"path", "checkpointlocation"})
+    if unknown:
+        raise ConfigurationError(f"Unknown option(s) for the {SINK_NAME} sink: {', '.join(unknown)}.",
+                                 hint="Known options: " + "; ".join(f"{k}: {v}" for k, v in _OPTIONS.items()))
+    values = []
+    for name in ("dsn", "table", "sinkId"):
+        value = str(canonical.get(name.lower(), "")).strip()
+        if not value:
+            raise ConfigurationError(f"Option {name} is missing for the {SINK_NAME} sink.",
+                                     hint=f"{name} takes {_OPTIONS[name]}.")
+        values.append(value)
+    validate_sink_id(values[2])
+    return values[0], values[1], values[2]
+
+
+class PostgresTwoPhaseSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SINK_NAME
+
+    def streamWriter(self, schema, overwrite: bool) -> "PostgresStreamWriter":
+        dsn, table, sink_id = _options(self.options)
+        return PostgresStreamWriter(dsn, table, sink_id, schema)
+
+
+class PostgresStreamWriter(DataSourceStreamWriter):
+    def __init__(self, dsn: str, table: str, sink_id: str, schema) -> None:
+        self.dsn, self.table, self.sink_id = dsn, table, sink_id
+        self.columns = [f.name for f in schema.fields]
+        kinds = [(f.name, f.dataType.simpleString()) for f in schema.fields]
+        unsupported = [f"{name} {kind}" for name, kind in kinds if kind not in SPARK_TO_PG]
+        if unsupported:
+            raise ConfigurationError(f"The {SINK_NAME} sink cannot store column(s) {', '.join(unsupported)}.",
+                                     hint=f"Supported Spark types: {', '.join(SPARK_TO_PG)}; cast the others.")
+        ensure_table(dsn, table, kinds)
+
+    def _coordinator(self) -> Coordinator:
+        return Coordinator(self.sink_id, PostgresParticipant(self.dsn), PostgresDecisionLog(self.dsn), _FAULT_POINTS)
+
+    def write(self, iterator: Iterator) -> PreparedMessage:
+        """Executor: prepare this task's rows under a transaction id naming the batch, partition and attempt."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
+        if PostgresDecisionLog(self.dsn).decision(self.sink_id, batch_id) is not None:
+            return PreparedMessage(skipped_replay=True)
+        txn = TxnId.new(self.sink_id, batch_id, context.partitionId(), context.attemptNumber())
+        rows = prepare_rows(self.dsn, self.table, self.columns, (tuple(row) for row in iterator), txn)
+        reached(f"{_FAULT_POINTS}.after-prepare")
+        return PreparedMessage([str(txn)], rows)
+
+    def commit(self, messages, batchId: int) -> None:
+        """Driver: record the decision for ``batchId``, then commit what it names (idempotent)."""
+        txns = [txn for message in messages if message is not None for txn in message.txn_ids]
+        self._coordinator().commit(batchId, txns)
+
+    def abort(self, messages, batchId: int) -> None:
+        txns = [txn for message in messages if message is not None for txn in message.txn_ids]
+        self._coordinator().abort(batchId, txns)
