@@ -199,20 +199,6 @@ class LocalKafka(ProcessBacked):
         futures[_READY_TOPIC].result(timeout=10)
         return True
 
-    def pause(self) -> None:
-        if self._process is not None:
-            self._process.pause()
-
-    def resume(self) -> None:
-        if self._process is not None:
-            self._process.resume()
-
-    def restart(self, clean: bool = True) -> None:
-        """Stop (cleanly or by SIGKILL) and start again on the same ports and data."""
-        (self.stop if clean else self.kill)()
-        self._process = None
-        self.start()
-
     def tail(self, lines: int = 20) -> str:
         from .process import tail_file
 

@@ -118,11 +118,6 @@ class LocalPostgres(ProcessBacked):
                 conn.execute(f"create database {DATABASE}")
         return True
 
-    def restart(self, clean: bool = True) -> None:
-        (self.stop if clean else self.kill)()
-        self._process = None
-        self.start()
-
     def tail(self, lines: int = 20) -> str:
         from .process import tail_file
 

@@ -199,6 +199,21 @@ class ProcessBacked:
         if self._process is not None:
             self._process.kill()
 
+    def pause(self) -> None:
+        """SIGSTOP the process group (a hung server: connections stay open, nothing answers)."""
+        if self._process is not None:
+            self._process.pause()
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.resume()
+
+    def restart(self, clean: bool = True) -> None:
+        """Stop (cleanly, or by SIGKILL) and start again with the same settings and data."""
+        (self.stop if clean else self.kill)()
+        self._process = None
+        self.start()  # every ProcessBacked class defines start()
+
 
 def wait_until(
     check: Callable[[], bool],
