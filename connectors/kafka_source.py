@@ -214,7 +214,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
         try:
             while pending:
-                messages = consumer.consume(_CHUNK, timeout=0.2)
+                messages = consumer.consume(_CHUNK, timeout=0.05)  # returns at the timeout when fewer are there
                 progressed = False
                 for msg in messages:
                     error = msg.error()

@@ -17,7 +17,7 @@ from .kafka_clients import add_partitions
 from .schedule import FaultSpec
 
 __all__ = ["Fault", "NetworkFault", "BrokerFault", "DatabaseFault", "AddPartitionsFault", "DriverKillFault",
-           "DriverPointFault", "RescaleFault", "fault_for"]
+           "DriverPointFault", "TaskPointFault", "RescaleFault", "fault_for"]
 
 
 class Fault(ABC):
@@ -226,6 +226,35 @@ class DriverPointFault(Fault):
         if not self.env.is_running():
             self.env.restart()
         return {"attempt": self.env.attempt, "disarmed_unreached": unreached}
+
+
+class TaskPointFault(Fault):
+    """Arm the connector's fault point ``params["point"]`` to *fail* the task attempt that reaches it.
+
+    ``env`` is the :class:`~harness.driver.DriverProcess`. The attempt raises there (after it
+    prepared or staged, say) and Spark retries the task: the failed attempt's work is an orphan the
+    connector must never commit. ``start`` arms and waits (up to ``window_timeout_s``) for the point
+    to be claimed; ``stop`` disarms an unreached point.
+    """
+
+    window_timeout_s = 120.0
+
+    def _inject(self) -> dict[str, Any]:
+        import time
+
+        from .fault_points import arm, claimed
+
+        driver, point = self.env, str(self.spec.params["point"])
+        arm(driver.fault_points_dir, point, action="fail")
+        deadline = time.monotonic() + self.window_timeout_s
+        while not claimed(driver.fault_points_dir, point) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return {"point": point, "reached": claimed(driver.fault_points_dir, point)}
+
+    def _heal(self) -> dict[str, Any]:
+        from .fault_points import disarm
+
+        return {"disarmed_unreached": disarm(self.env.fault_points_dir, str(self.spec.params["point"]))}
 
 
 class RescaleFault(Fault):

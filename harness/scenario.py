@@ -25,7 +25,7 @@ from .checkers import combined_valid, exactly_once_checkers, run_checks
 from .driver import DriverProcess, QuerySpec
 from .errors import ConfigurationError
 from .executor_faults import executor_fault_for
-from .faults import DriverKillFault, DriverPointFault, Fault, RescaleFault, fault_for
+from .faults import DriverKillFault, DriverPointFault, Fault, RescaleFault, TaskPointFault, fault_for
 from .history import History
 from .kafka_clients import create_topic
 from .metrics import summarize
@@ -163,7 +163,8 @@ def history_origin(history: History) -> float:
 
 def _fault(spec: FaultSpec, env: Any, driver: DriverProcess, history: History, topic: str,
            trigger_dir: Path) -> Fault:
-    driver_faults = {"driver_kill": DriverKillFault, "driver_kill_at": DriverPointFault, "rescale": RescaleFault}
+    driver_faults = {"driver_kill": DriverKillFault, "driver_kill_at": DriverPointFault, "rescale": RescaleFault,
+                     "task_fail_at": TaskPointFault}
     if spec.fault in driver_faults:
         return driver_faults[spec.fault](spec, driver, history)
     if spec.target == "executor":

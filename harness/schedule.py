@@ -33,6 +33,7 @@ FAULTS: dict[str, tuple[tuple[str, ...], dict[str, tuple[type, float]]]] = {
     "database_kill": (("postgres",), {}),
     "driver_kill": (("driver",), {"min_batch": (int, 0), "delay_ms": (int, 0)}),
     "driver_kill_at": (("driver",), {"point": (str, 1)}),
+    "task_fail_at": (("executor",), {"point": (str, 1)}),
     "rescale": (("driver",), {"parallelism": (int, 1), "master": (str, 1)}),
     "add_partitions": (("kafka",), {"count": (int, 1)}),
     "python_worker_kill": (("executor",), {}),

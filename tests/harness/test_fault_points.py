@@ -6,7 +6,15 @@ import sys
 
 import pytest
 
-from harness.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR, arm, claimed, disarm, reached
+from harness.fault_points import (
+    DRIVER_PID_VAR,
+    POINTS_DIR_VAR,
+    InjectedPointFailure,
+    arm,
+    claimed,
+    disarm,
+    reached,
+)
 
 
 def test_unarmed_or_outside_a_driver_is_a_no_op(tmp_path, monkeypatch):
@@ -40,3 +48,15 @@ def test_an_armed_point_kills_the_driver_group_once(tmp_path):
     assert claimed(tmp_path, "after-write")
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert second.returncode == 0 and "survived" in second.stdout  # claimed once only
+
+
+def test_a_point_armed_to_fail_raises_once_in_the_caller(tmp_path, monkeypatch):
+    monkeypatch.setenv(POINTS_DIR_VAR, str(tmp_path))
+    monkeypatch.setenv(DRIVER_PID_VAR, str(os.getpid()))  # must not be killed: the action is "fail"
+    arm(tmp_path, "after-prepare", action="fail")
+    with pytest.raises(InjectedPointFailure, match="after-prepare"):
+        reached("after-prepare")
+    reached("after-prepare")  # claimed: the retry goes through
+    assert claimed(tmp_path, "after-prepare")
+    with pytest.raises(ValueError):
+        arm(tmp_path, "p2", action="explode")

@@ -1,0 +1,115 @@
+"""Options of the Kafka two-phase-commit sink, checked on the driver when Spark creates the writer.
+
+``writeStream.format("streamcert-kafka-2pc").option(...)``; names are case-insensitive (Spark may
+hand them over lower-cased), errors name the option and what it takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harness.errors import ConfigurationError
+
+from .twophase import validate_sink_id
+
+__all__ = ["SINK_NAME", "SinkOptions", "parse_sink_options", "KNOWN_SINK_OPTIONS"]
+
+SINK_NAME = "streamcert-kafka-2pc"
+
+#: option -> what it takes (shown in errors)
+KNOWN_SINK_OPTIONS: dict[str, str] = {
+    "kafka.bootstrap.servers": "host:port[,host:port] (required)",
+    "topic": "the output topic, which must exist (required)",
+    "sinkId": "a stable id of 1-64 letters, digits, '_' or '-', one per checkpoint (required)",
+    "stagingTopic": "the write-ahead topic (default <topic>.<sinkId>.staging; created if missing)",
+    "ledgerTopic": "the one-partition ledger topic (default <topic>.<sinkId>.ledger; created if missing)",
+    "stagingPartitions": "a positive integer (default 8): partitions of a staging topic the sink creates",
+    "transactionTimeoutMs": "an integer >= 1000 (default 60000): Kafka transaction timeout of the sink's producers",
+    "copyTimeoutMs": "a positive integer (default 60000): how long commit waits for staged records known to exist",
+}
+# librdkafka settings the sink owns: letting users set them would break exactly-once.
+_RESERVED_KAFKA = {"kafka.transactional.id", "kafka.enable.idempotence", "kafka.isolation.level",
+                   "kafka.acks", "kafka.group.id", "kafka.enable.auto.commit", "kafka.transaction.timeout.ms"}
+# Spark passes its own writeStream options to the sink as well.
+_SPARK_OWN = {"path", "checkpointlocation"}
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str
+    topic: str
+    sink_id: str
+    staging_topic: str
+    ledger_topic: str
+    staging_partitions: int = 8
+    transaction_timeout_ms: int = 60000
+    copy_timeout_ms: int = 60000
+    kafka_conf: dict[str, str] = field(default_factory=dict)
+
+
+def _bad(option: str, value: object) -> ConfigurationError:
+    return ConfigurationError(f"Option {option}={value!r} is not valid for the {SINK_NAME} sink.",
+                              hint=f"{option} takes {KNOWN_SINK_OPTIONS[option]}.")
+
+
+def _int(options: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise _bad(name, raw) from None
+    if value < minimum:
+        raise _bad(name, raw)
+    return value
+
+
+def _canonical(options: Mapping[str, str]) -> dict[str, str]:
+    by_lower = {name.lower(): name for name in KNOWN_SINK_OPTIONS}
+    return {by_lower.get(key.lower(), key.lower()): value for key, value in options.items()}
+
+
+def _topic_name(options: Mapping[str, str], name: str, default: str | None) -> str:
+    value = str(options.get(name, default or "")).strip()
+    if not value or len(value) > 249 or any(not (c.isalnum() or c in "._-") for c in value):
+        raise _bad(name, options.get(name, default))
+    return value
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Validate Spark's option map; raise :class:`ConfigurationError` on the first problem."""
+    options = _canonical(options)
+    unknown = sorted(k for k in options if k not in KNOWN_SINK_OPTIONS and not k.startswith("kafka.")
+                     and k not in _SPARK_OWN)
+    if unknown:
+        raise ConfigurationError(
+            f"Unknown option(s) for the {SINK_NAME} sink: {', '.join(unknown)}.",
+            hint=f"Known options: {', '.join(KNOWN_SINK_OPTIONS)}; librdkafka producer settings start with 'kafka.'.")
+    reserved = sorted(k for k in options if k in _RESERVED_KAFKA)
+    if reserved:
+        raise ConfigurationError(
+            f"Option(s) {', '.join(reserved)} are set by the {SINK_NAME} sink itself and cannot be overridden.",
+            hint="The sink runs transactional, idempotent producers with ids derived from sinkId; "
+            "use transactionTimeoutMs for the transaction timeout.")
+    bootstrap = str(options.get("kafka.bootstrap.servers", "")).strip()
+    if not bootstrap:
+        raise _bad("kafka.bootstrap.servers", options.get("kafka.bootstrap.servers"))
+    topic = _topic_name(options, "topic", None)
+    raw_sink_id = str(options.get("sinkId", "")).strip()
+    if not raw_sink_id:
+        raise _bad("sinkId", options.get("sinkId"))
+    sink_id = validate_sink_id(raw_sink_id)
+    return SinkOptions(
+        bootstrap_servers=bootstrap,
+        topic=topic,
+        sink_id=sink_id,
+        staging_topic=_topic_name(options, "stagingTopic", f"{topic}.{sink_id}.staging"),
+        ledger_topic=_topic_name(options, "ledgerTopic", f"{topic}.{sink_id}.ledger"),
+        staging_partitions=_int(options, "stagingPartitions", 8, 1),
+        transaction_timeout_ms=_int(options, "transactionTimeoutMs", 60000, 1000),
+        copy_timeout_ms=_int(options, "copyTimeoutMs", 60000, 1),
+        kafka_conf={k.removeprefix("kafka."): str(v) for k, v in options.items()
+                    if k.startswith("kafka.") and k != "kafka.bootstrap.servers"},
+    )

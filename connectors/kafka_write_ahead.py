@@ -1,0 +1,411 @@
+"""Kafka as a two-phase-commit participant, by write-ahead (SPEC §3.2 option 1, seed 003's GenericWriteAheadSink).
+
+librdkafka cannot hand an open transaction to another process, so a task cannot *prepare* a
+Kafka transaction for the driver to commit. The same protocol is realised in two steps instead:
+
+- **pre-commit** (:func:`stage_rows`, on executors): the task writes its rows to a *staging*
+  topic in its own Kafka transaction, each record carrying the task attempt's transaction id
+  (:class:`~connectors.twophase.TxnId`) in a header, commits it, and reports the staged range
+  (:class:`StagedRange`: partition, first and last offset, count) in its commit message. The
+  staging producer's ``transactional.id`` is stable per (sink, Spark partition): a new attempt
+  fences the zombie of the last one, whose open transaction is aborted;
+- **decision + commit** (:func:`commit_batch`, on the driver): one transaction of the driver's
+  producer (``transactional.id`` stable per sink, so a zombie driver is fenced) copies the staged
+  ranges named by the messages to the output topic *and* writes the ledger record
+  ``(sink, batch id)``. The ledger record is the decision; it commits atomically with the rows,
+  so there is no window where one exists without the other;
+- **replay**: a batch whose ledger record is committed writes nothing (``commit`` is idempotent);
+- **orphans, zombies, abort, recovery**: staged rows nobody's message names (a failed or zombie
+  attempt, an aborted batch, a crash before the decision) are never copied; an open driver
+  transaction left by a crash is aborted when the next driver initialises the same
+  ``transactional.id`` (before it reads the ledger). Nothing else needs recovering.
+
+Rescale-safe: the decision is per batch, not per Spark partition, so a replay partitioned
+differently copies its own staged ranges once. Costs a second write of every row (measured in the
+benchmarks). Ledger records are committed in batch order, so "batch N is decided" is "the last
+committed ledger record says a batch >= N".
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from harness.errors import ConfigurationError
+from harness.fault_points import reached
+from harness.kafka_clients import client_conf, create_topic
+
+from .kafka_sink_options import SINK_NAME, SinkOptions
+from .twophase import TxnId
+
+__all__ = ["STAGE_HEADER", "FAULT_POINTS", "StagedRange", "ensure_topics", "stage_rows", "commit_batch",
+           "last_committed_batch", "staging_transactional_id", "committer_transactional_id"]
+
+STAGE_HEADER = "sc2pc"
+FAULT_POINTS = "kafka-2pc"
+_LEDGER_WINDOW = 256
+_producers: dict[tuple, Producer] = {}
+_producers_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class StagedRange:
+    """Where one task attempt's committed staged records are: they carry ``txn_id`` in a header."""
+
+    txn_id: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def staging_transactional_id(sink_id: str, spark_partition: int) -> str:
+    return f"sc2pc-{sink_id}-stage-{spark_partition}"
+
+
+def committer_transactional_id(sink_id: str) -> str:
+    return f"sc2pc-{sink_id}-commit"
+
+
+# -- topics -------------------------------------------------------------------------------
+
+def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
+    """Driver, when the writer is created: the output topic must exist; staging and ledger are created."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client_conf(options.bootstrap_servers, **{"socket.timeout.ms": 5000}))
+    try:
+        topics = admin.list_topics(timeout=min(timeout, 10.0)).topics
+    except KafkaException as exc:
+        raise ConfigurationError(
+            f"The {SINK_NAME} sink cannot reach Kafka at {options.bootstrap_servers}: {exc.args[0].str()}.",
+            hint="Check kafka.bootstrap.servers and that the broker is up.") from None
+    if options.topic not in topics or topics[options.topic].error is not None:
+        raise ConfigurationError(f"The output topic {options.topic!r} of the {SINK_NAME} sink does not exist.",
+                                 hint="Create it first (the sink does not guess partitions or replication).")
+    create_topic(options.bootstrap_servers, options.staging_topic, partitions=options.staging_partitions,
+                 timeout=timeout)
+    create_topic(options.bootstrap_servers, options.ledger_topic, partitions=1,
+                 config={"cleanup.policy": "compact"}, timeout=timeout)
+
+
+# -- producers ----------------------------------------------------------------------------
+
+def _producer(options: SinkOptions, transactional_id: str, extra: dict[str, object]) -> Producer:
+    """A cached, initialised transactional producer; initialising fences the previous holder of the id."""
+    key = (options.bootstrap_servers, transactional_id)
+    with _producers_lock:
+        producer = _producers.get(key)
+        if producer is None:
+            conf = client_conf(options.bootstrap_servers, **{
+                "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
+                "transaction.timeout.ms": options.transaction_timeout_ms, "linger.ms": 5,
+                "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, **extra,
+                **options.kafka_conf})
+            producer = Producer(conf)
+            producer.init_transactions(options.transaction_timeout_ms / 1000)
+            _producers[key] = producer
+        return producer
+
+
+def _forget(options: SinkOptions, transactional_id: str) -> None:
+    with _producers_lock:
+        _producers.pop((options.bootstrap_servers, transactional_id), None)
+
+
+def _error(exc: BaseException) -> KafkaError | None:
+    return exc.args[0] if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError) \
+        else None
+
+
+def _commit(producer: Producer, deadline: float) -> None:
+    """``commit_transaction``, repeated while its error is retriable (the outcome is then still unknown)."""
+    while True:
+        try:
+            producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() >= deadline:
+                raise
+
+
+def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, object], what: str,
+                 body: Callable[[Producer], Any], deadline: float) -> Any:
+    """Run ``body`` in a transaction until it commits, or until ``deadline``.
+
+    ``body`` returns ``_ALREADY_DONE`` to end without a transaction (for the driver: the ledger
+    says the batch is committed). After any failure the producer is aborted or, if it cannot be
+    (fatal error, fenced, unknown outcome), thrown away: the next one re-initialises the id, which
+    completes or aborts what the last one left open, and ``body`` looks again.
+    """
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        producer = None
+        try:
+            producer = _producer(options, transactional_id, extra)
+            producer.begin_transaction()
+            result = body(producer)
+            if result is _ALREADY_DONE:
+                producer.abort_transaction(max(1.0, deadline - time.monotonic()))
+                return result
+            _commit(producer, deadline)
+            return result
+        except BaseException as exc:
+            kafka_exc = _kafka_exception(exc)
+            _abort_or_forget(options, transactional_id, producer, kafka_exc or exc, deadline)
+            if kafka_exc is None:
+                raise
+            last = kafka_exc
+            time.sleep(0.2)
+    raise RuntimeError(f"{SINK_NAME}: {what} did not commit before its deadline; last error: {last}") from last
+
+
+def _kafka_exception(exc: BaseException | None) -> KafkaException | None:
+    """The KafkaException behind ``exc``. A fatal error (fenced, say) met while librdkafka runs a delivery
+    callback surfaces as a SystemError whose context is the KafkaException."""
+    if isinstance(exc, KafkaException):
+        return exc
+    if isinstance(exc, SystemError) and isinstance(exc.__context__, KafkaException):
+        return exc.__context__
+    return None
+
+
+def _abort_or_forget(options: SinkOptions, transactional_id: str, producer: Producer | None, exc: BaseException,
+                     deadline: float) -> None:
+    """Leave no open transaction in a cached producer: abort it, or drop the producer if it cannot abort."""
+    err = _error(exc)
+    if producer is not None and (err is None or err.txn_requires_abort() or not err.fatal()):
+        try:
+            producer.abort_transaction(max(1.0, min(10.0, deadline - time.monotonic())))
+            return
+        except KafkaException:
+            pass
+    _forget(options, transactional_id)
+
+
+class _Done:
+    def __repr__(self) -> str:
+        return "ALREADY_DONE"
+
+
+_ALREADY_DONE = _Done()
+
+
+# -- pre-commit: staging (executors) ----------------------------------------------------------
+
+class _Offsets:
+    """Delivery callback: the range and count of acknowledged offsets, and the first error."""
+
+    def __init__(self) -> None:
+        self.first, self.last, self.count, self.error = None, None, 0, None
+
+    def __call__(self, err, msg) -> None:
+        if err is not None:
+            if self.error is None:
+                self.error = err
+            return
+        offset = msg.offset()
+        self.first = offset if self.first is None else min(self.first, offset)
+        self.last = offset if self.last is None else max(self.last, offset)
+        self.count += 1
+
+
+def _produce_all(producer: Producer, topic: str, partition: int | None, rows: Iterable[tuple[Any, Any]],
+                 headers: list[tuple[str, bytes]] | None, on_delivery: Callable | None) -> int:
+    produce, count = producer.produce, 0
+    extra: dict[str, Any] = {}
+    if partition is not None:
+        extra["partition"] = partition
+    if headers is not None:
+        extra["headers"] = headers
+    if on_delivery is not None:
+        extra["on_delivery"] = on_delivery
+    for key, value in rows:
+        while True:
+            try:
+                produce(topic, value=value, key=key, **extra)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        count += 1
+    return count
+
+
+def _arrow_rows(batches: list) -> Iterator[tuple[Any, Any]]:
+    for batch in batches:
+        names = batch.schema.names
+        values = batch.column(names.index("value")).to_pylist()
+        keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * len(values)
+        yield from zip(keys, values)
+
+
+def stage_rows(options: SinkOptions, txn: TxnId, batches: Iterator) -> StagedRange:
+    """Executor, in ``write()``: stage the task's Arrow batches in one committed staging transaction.
+
+    The batches are kept until the transaction commits, so a transient broker failure is retried
+    inside the task instead of failing it.
+    """
+    kept = list(batches)
+    partition = txn.partition % options.staging_partitions
+    headers = [(STAGE_HEADER, str(txn).encode())]
+    deadline = time.monotonic() + options.transaction_timeout_ms / 1000
+    offsets = _Offsets()
+
+    def body(producer: Producer) -> StagedRange:
+        offsets.__init__()
+        count = _produce_all(producer, options.staging_topic, partition, _arrow_rows(kept), headers, offsets)
+        producer.flush(max(1.0, deadline - time.monotonic()))
+        if offsets.error is not None:
+            raise KafkaException(offsets.error)
+        if offsets.count != count:
+            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "staged records were not all acknowledged",
+                                            txn_requires_abort=True))
+        return StagedRange(str(txn), partition, offsets.first if count else -1, offsets.last if count else -1, count)
+
+    staged = _transaction(options, staging_transactional_id(options.sink_id, txn.partition), {},
+                          f"staging batch {txn.batch_id} partition {txn.partition}", body, deadline)
+    reached(f"{FAULT_POINTS}.after-stage")
+    return staged
+
+
+# -- decision + commit (driver) ----------------------------------------------------------------
+
+def _consumer(options: SinkOptions) -> Consumer:
+    return Consumer(client_conf(options.bootstrap_servers, **{
+        "group.id": f"sc2pc-{options.sink_id}-reader", "isolation.level": "read_committed",
+        "enable.auto.commit": False, "enable.partition.eof": True, "fetch.max.bytes": 52428800,
+        "max.partition.fetch.bytes": 10485760, "fetch.wait.max.ms": 10, "topic.metadata.refresh.interval.ms": 60000}))
+
+
+def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | None:
+    """The highest batch id in a committed ledger record of this sink, or None.
+
+    Reads the ledger's tail read_committed (a window, widened until a record of this sink is found or
+    the whole log was read). An open transaction stops the reader at the last stable offset: its
+    record is not a decision yet.
+    """
+    consumer = _consumer(options)
+    try:
+        tp = TopicPartition(options.ledger_topic, 0)
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+        window, deadline = _LEDGER_WINDOW, time.monotonic() + timeout
+        while True:
+            start = max(low, high - window)
+            found = _ledger_scan(consumer, tp, start, high, options.sink_id, deadline)
+            if found is not None or start == low:
+                return found
+            window *= 4
+    finally:
+        consumer.close()
+
+
+def _ledger_scan(consumer: Consumer, tp: TopicPartition, start: int, end: int, sink_id: str,
+                 deadline: float) -> int | None:
+    if start >= end:
+        return None
+    consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
+    best = None
+    while True:
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{SINK_NAME}: the ledger {tp.topic!r} could not be read up to offset {end}")
+        for msg in consumer.consume(500, timeout=0.05):
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return best
+                raise KafkaException(msg.error())
+            if msg.key() == sink_id.encode():
+                best = max(best if best is not None else -1, int(json.loads(msg.value())["batch"]))
+            if msg.offset() + 1 >= end:
+                return best
+
+
+def _copy_range(consumer: Consumer, producer: Producer, options: SinkOptions, staged: StagedRange,
+                deadline: float) -> int:
+    """Copy one staged range to the output topic inside the producer's open transaction."""
+    if staged.count == 0:
+        return 0
+    dense = staged.last_offset - staged.first_offset + 1 == staged.count  # nobody else wrote inside the range
+    marker = staged.txn_id.encode()
+    consumer.assign([TopicPartition(options.staging_topic, staged.partition, staged.first_offset)])
+    copied = 0
+    pending: list[tuple[Any, Any]] = []
+    while True:
+        if time.monotonic() >= deadline:
+            raise RuntimeError(
+                f"{SINK_NAME}: staged records {staged.to_dict()} could not be read within copyTimeoutMs; "
+                f"found {copied} of {staged.count}. They are committed, so the broker is unreachable or the "
+                "staging topic's retention removed them.")
+        done = False
+        for msg in consumer.consume(10000, timeout=0.05):
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    if msg.offset() > staged.last_offset:
+                        done = True
+                    continue
+                raise KafkaException(msg.error())
+            offset = msg.offset()
+            if offset > staged.last_offset:
+                done = True
+                break
+            if dense or _header(msg) == marker:
+                pending.append((msg.key(), msg.value()))
+            if offset == staged.last_offset:
+                done = True
+                break
+        copied += _produce_all(producer, options.topic, None, pending, None, None)
+        pending.clear()
+        if done:
+            break
+    if copied != staged.count:
+        raise RuntimeError(f"{SINK_NAME}: staged range {staged.to_dict()} holds {copied} committed records of "
+                           f"its transaction, expected {staged.count}: staged rows are lost; refusing to commit.")
+    return copied
+
+
+def _header(msg) -> bytes | None:
+    for name, value in msg.headers() or ():
+        if name == STAGE_HEADER:
+            return value
+    return None
+
+
+def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange]) -> dict[str, Any]:
+    """Driver, in ``commit(messages, batchId)``: copy the batch's staged ranges and write its ledger record,
+    in one transaction, unless the ledger already holds the batch (a replayed commit)."""
+    deadline = time.monotonic() + options.copy_timeout_ms / 1000
+    outcome: dict[str, Any] = {"batch": batch_id, "replay": False, "rows": 0}
+
+    def body(producer: Producer) -> Any:
+        decided = last_committed_batch(options, timeout=max(1.0, deadline - time.monotonic()))
+        if decided is not None and decided >= batch_id:
+            outcome["replay"] = True
+            return _ALREADY_DONE
+        reached(f"{FAULT_POINTS}.before-copy")
+        consumer = _consumer(options)
+        try:
+            rows = sum(_copy_range(consumer, producer, options, rng, deadline)
+                       for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)))
+        finally:
+            consumer.close()
+        record = {"sink": options.sink_id, "batch": batch_id, "rows": rows, "ranges": len(staged),
+                  "committed_at": time.time()}
+        producer.produce(options.ledger_topic, key=options.sink_id.encode(), value=json.dumps(record).encode(),
+                         partition=0)
+        producer.flush(max(1.0, deadline - time.monotonic()))
+        reached(f"{FAULT_POINTS}.before-commit")
+        outcome["rows"] = rows
+        return outcome
+
+    _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
+                 f"commit of batch {batch_id}", body, deadline)
+    reached(f"{FAULT_POINTS}.after-commit")
+    return outcome

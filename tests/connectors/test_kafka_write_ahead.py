@@ -1,0 +1,144 @@
+"""The Kafka write-ahead 2PC protocol on a real broker (no Spark): stage, commit, replay, orphans, fencing, loss."""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from connectors import kafka_write_ahead as wa
+from connectors.kafka_sink_options import parse_sink_options
+from connectors.twophase import TxnId
+from harness.errors import ConfigurationError
+from harness.kafka_clients import client_conf, create_topic, read_topic
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def options(stack):
+    bootstrap = stack.endpoints.bootstrap_servers
+    topic = f"wa-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=3)
+    opts = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                               "sinkId": f"s{uuid.uuid4().hex[:8]}", "stagingPartitions": "2",
+                               "copyTimeoutMs": "15000", "transactionTimeoutMs": "10000"})
+    wa.ensure_topics(opts)
+    return opts
+
+
+def _batch(ids, key_count=5) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({
+        "key": pa.array([f"k{i % key_count}".encode() for i in ids], pa.binary()),
+        "value": pa.array([f"v{i}".encode() for i in ids], pa.binary())})
+
+
+def _stage(options, batch, partition, ids, attempt=0):
+    return wa.stage_rows(options, TxnId.new(options.sink_id, batch, partition, attempt), iter([_batch(ids)]))
+
+
+def _output(options) -> list[bytes]:
+    return sorted(value for _p, _o, _k, value in read_topic(options.bootstrap_servers, options.topic))
+
+
+def _values(ids) -> list[bytes]:
+    return sorted(f"v{i}".encode() for i in ids)
+
+
+def test_commit_copies_exactly_the_named_ranges_and_a_replayed_commit_writes_nothing(options):
+    first, second = _stage(options, 0, 0, range(0, 50)), _stage(options, 0, 1, range(50, 80))
+    orphan = _stage(options, 0, 0, range(1000, 1010), attempt=1)  # staged, committed, but no message names it
+    assert (first.count, second.count, orphan.count) == (50, 30, 10)
+    assert wa.commit_batch(options, 0, [first, second])["rows"] == 80
+    assert wa.commit_batch(options, 0, [first, second])["replay"] is True  # Spark calls commit(0) again
+    assert wa.last_committed_batch(options) == 0
+    assert _output(options) == _values(range(0, 80))
+
+
+def test_staging_partitions_shared_by_several_tasks_are_separated_by_transaction_id(options):
+    # stagingPartitions=2: Spark partitions 0 and 2 share staging partition 0, their records interleave
+    ranges = [_stage(options, 3, p, range(p * 100, p * 100 + 20)) for p in (0, 2, 0)]
+    assert ranges[0].partition == ranges[1].partition == 0
+    wa.commit_batch(options, 3, ranges[1:])
+    assert _output(options) == _values(list(range(200, 220)) + list(range(0, 20)))
+
+
+def test_a_later_batch_is_committed_and_an_earlier_replay_is_skipped(options):
+    wa.commit_batch(options, 4, [_stage(options, 4, 0, range(10))])
+    wa.commit_batch(options, 5, [_stage(options, 5, 0, range(10, 20))])
+    assert wa.commit_batch(options, 4, [_stage(options, 4, 0, range(100, 110))])["replay"] is True
+    assert _output(options) == _values(range(20))
+
+
+def test_a_zombie_staging_attempt_is_fenced_by_the_next_attempt(options):
+    zombie = Producer(client_conf(options.bootstrap_servers, **{
+        "transactional.id": wa.staging_transactional_id(options.sink_id, 7)}))
+    zombie.init_transactions(10)
+    zombie.begin_transaction()
+    zombie.produce(options.staging_topic, value=b"zombie", partition=1)
+    zombie.flush(10)
+    staged = _stage(options, 0, 7, range(5))  # the new attempt of partition 7 takes the same transactional.id
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(10)
+    wa.commit_batch(options, 0, [staged])
+    assert _output(options) == _values(range(5))
+    assert b"zombie" not in [v for *_x, v in read_topic(options.bootstrap_servers, options.staging_topic)]
+
+
+def test_an_open_transaction_of_a_dead_committer_is_aborted_and_its_batch_redone(options):
+    staged = _stage(options, 0, 0, range(30))
+    dead = Producer(client_conf(options.bootstrap_servers, **{
+        "transactional.id": wa.committer_transactional_id(options.sink_id)}))
+    dead.init_transactions(10)
+    dead.begin_transaction()
+    for i in range(30):  # a driver that copied batch 0 and wrote its ledger record, then died before commit
+        dead.produce(options.topic, value=f"v{i}".encode())
+    dead.produce(options.ledger_topic, key=options.sink_id.encode(), value=b'{"batch": 0}', partition=0)
+    dead.flush(10)
+    result = wa.commit_batch(options, 0, [staged])
+    assert result["replay"] is False and result["rows"] == 30
+    assert _output(options) == _values(range(30))  # once, not twice
+
+
+def test_staged_rows_that_are_not_there_are_refused_not_skipped(options):
+    staged = _stage(options, 0, 0, range(10))
+    missing = wa.StagedRange(staged.txn_id, staged.partition, staged.first_offset, staged.last_offset, 11)
+    with pytest.raises(RuntimeError, match="staged rows are lost"):
+        wa.commit_batch(options, 0, [missing])
+    assert wa.last_committed_batch(options) is None and _output(options) == []
+
+
+def test_ledger_records_of_other_sinks_are_not_this_sinks_decisions(options):
+    other = parse_sink_options({"kafka.bootstrap.servers": options.bootstrap_servers, "topic": options.topic,
+                                "sinkId": "other", "ledgerTopic": options.ledger_topic,
+                                "stagingTopic": options.staging_topic})
+    wa.commit_batch(other, 9, [])
+    assert wa.last_committed_batch(other) == 9 and wa.last_committed_batch(options) is None
+
+
+def test_options_are_validated_with_the_option_named(stack):
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t", "sinkId": "s"}
+    with pytest.raises(ConfigurationError, match="stagingPartitions"):
+        parse_sink_options({**base, "stagingPartitions": "0"})
+    with pytest.raises(ConfigurationError, match="Unknown option"):
+        parse_sink_options({**base, "tpoic": "x"})
+    with pytest.raises(ConfigurationError, match="kafka.transactional.id"):
+        parse_sink_options({**base, "kafka.transactional.id": "mine"})
+    with pytest.raises(ConfigurationError, match="sinkId"):
+        parse_sink_options({**base, "sinkId": "a b"})
+    assert parse_sink_options({k.lower(): v for k, v in base.items()}).staging_topic == "t.s.staging"
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        wa.ensure_topics(parse_sink_options({**base, "kafka.bootstrap.servers": stack.endpoints.bootstrap_servers,
+                                             "topic": f"missing-{uuid.uuid4().hex[:6]}"}))
+
+
+def test_a_cached_staging_producer_fenced_by_another_worker_is_replaced_not_fatal(options):
+    _stage(options, 0, 1, range(5))  # this process now caches an initialised producer for partition 1
+    other_worker = Producer(client_conf(options.bootstrap_servers, **{
+        "transactional.id": wa.staging_transactional_id(options.sink_id, 1)}))
+    other_worker.init_transactions(10)  # another Python worker ran partition 1: the cached producer is fenced
+    staged = _stage(options, 1, 1, range(5, 15))
+    wa.commit_batch(options, 1, [staged])
+    assert staged.count == 10 and _output(options) == _values(range(5, 15))
