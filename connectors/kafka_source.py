@@ -103,16 +103,36 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         interval = self.options.partition_discovery_interval_ms / 1000
         if self._known and time.monotonic() - self._discovered_at < interval:
             return self._known
-        metadata = self._admin_client().list_topics(timeout=self.options.poll_timeout_ms / 1000)
-        found = {}
-        for topic in self.options.topics:
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                raise RuntimeError(f"streamcert-kafka: topic {topic!r} does not exist or has no metadata "
-                                   f"({getattr(meta, 'error', 'absent')}); create it before starting the query")
-            found[topic] = sorted(meta.partitions)
+        found = self._metadata(time.monotonic() + self.options.poll_timeout_ms / 1000)
         self._known, self._discovered_at = found, time.monotonic()
         return found
+
+    def _metadata(self, deadline: float) -> dict[str, list[int]]:
+        """Partitions per topic; metadata errors (a restarting broker) are asked again until ``deadline``."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        while True:
+            problem = None
+            try:
+                metadata = self._admin_client().list_topics(timeout=max(1.0, min(10.0, deadline - time.monotonic())))
+            except KafkaException as exc:
+                problem, metadata = str(exc), None
+            found = {}
+            for topic in self.options.topics if metadata is not None else ():
+                meta = metadata.topics.get(topic)
+                if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    raise RuntimeError(f"streamcert-kafka: topic {topic!r} does not exist; create it before starting "
+                                       "the query")
+                if meta.error is not None:
+                    problem = f"topic {topic!r} has no metadata ({meta.error})"
+                    break
+                found[topic] = sorted(meta.partitions)
+            if problem is None:
+                return found
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"streamcert-kafka: {problem}; create the topic before starting the query, or "
+                                   "check that the broker is up")
+            time.sleep(0.2)
 
     def _broker_offsets(self, which: str) -> Offsets:
         """Log start (``earliest``) or end offsets of every partition; the LSO under read_committed."""
@@ -122,13 +142,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
         isolation = (IsolationLevel.READ_COMMITTED if self.options.isolation_level == "read_committed"
                      else IsolationLevel.READ_UNCOMMITTED)
+        from confluent_kafka import KafkaException
+
         request = {TopicPartition(t, p): spec for t, parts in self._partitions().items() for p in parts}
-        futures = self._admin_client().list_offsets(request, isolation_level=isolation,
-                                                    request_timeout=self.options.poll_timeout_ms / 1000)
-        out: Offsets = {}
-        for tp, future in futures.items():
-            out.setdefault(tp.topic, {})[tp.partition] = future.result().offset
-        return out
+        deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+        while True:
+            # A broker restart or leader change answers with retriable errors (UNKNOWN_LEADER_EPOCH,
+            # NOT_LEADER...) for a while: ask again until pollTimeoutMs, rather than fail the query.
+            try:
+                futures = self._admin_client().list_offsets(
+                    request, isolation_level=isolation,
+                    request_timeout=max(1.0, min(10.0, deadline - time.monotonic())))
+                out: Offsets = {}
+                for tp, future in futures.items():
+                    out.setdefault(tp.topic, {})[tp.partition] = future.result().offset
+                return out
+            except KafkaException as exc:
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(f"streamcert-kafka: the broker did not answer for {which} offsets within "
+                                       f"pollTimeoutMs={self.options.poll_timeout_ms}: {exc}") from exc
+                time.sleep(0.2)
 
     # -- the streaming protocol (driver) -------------------------------------------------
 

@@ -245,7 +245,7 @@ def _arrow_rows(batches: list) -> Iterator[tuple[Any, Any]]:
         names = batch.schema.names
         values = batch.column(names.index("value")).to_pylist()
         keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * len(values)
-        yield from zip(keys, values)
+        yield from zip(keys, values, strict=True)
 
 
 def stage_rows(options: SinkOptions, txn: TxnId, batches: Iterator) -> StagedRange:

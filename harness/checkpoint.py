@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckpointState", "batch_ids", "read_offsets", "checkpoint_state"]
+__all__ = ["CheckpointState", "batch_ids", "read_offsets", "batch_conf", "state_partitions", "checkpoint_state"]
 
 
 def batch_ids(checkpoint: Path, log: str) -> list[int]:
@@ -30,6 +30,21 @@ def read_offsets(checkpoint: Path, batch_id: int) -> list[Any]:
     lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
     # line 0: version marker, line 1: batch metadata, then one line per source
     return [None if line.strip() in ("", "-") else json.loads(line) for line in lines[2:]]
+
+
+def batch_conf(checkpoint: Path, batch_id: int) -> dict[str, str]:
+    """The session settings Spark pinned in ``offsets/<batch_id>`` (shuffle partitions, state store, ...)."""
+    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+    return dict(json.loads(lines[1]).get("conf", {}))
+
+
+def state_partitions(checkpoint: Path) -> int | None:
+    """The number of state partitions of the latest batch (Spark keeps it for the life of the checkpoint)."""
+    batches = batch_ids(checkpoint, "offsets")
+    if not batches:
+        return None
+    value = batch_conf(checkpoint, batches[-1]).get("spark.sql.shuffle.partitions")
+    return int(value) if value is not None else None
 
 
 @dataclass(frozen=True)

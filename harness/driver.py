@@ -264,10 +264,22 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
         return 1
     finally:
         if query.isActive:
-            query.stop()
+            _stop_between_batches(query)
         time.sleep(0.5)  # let the listener deliver the terminated event
         events.close()
     return 0
+
+
+def _stop_between_batches(query, timeout: float = 30.0) -> None:
+    """Stop when no trigger runs, so the last batch is committed (the offline state repartition needs that).
+
+    A batch can still start between the check and the stop; callers that need a committed last batch
+    check the checkpoint afterwards (:func:`harness.state.stop_cleanly`).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.01)
+    query.stop()
 
 
 if __name__ == "__main__":

@@ -258,16 +258,29 @@ class TaskPointFault(Fault):
 
 
 class RescaleFault(Fault):
-    """Kill the driver and restart it with other parallelism: ``params["parallelism"]`` reaches the builder.
+    """Stop the driver and restart it with other parallelism: ``params["parallelism"]`` reaches the builder.
 
     Builders that support rescaling read ``params["parallelism"]`` (e.g. as the source's reader
     parallelism); ``params["master"]``, when given, replaces the Spark master (e.g. more local cores).
+    Without ``params["state_partitions"]`` the driver is killed (a crash, then a restart with other
+    parallelism). With it, the driver is stopped between batches and the query's state is repartitioned
+    offline into that many partitions before the restart (:mod:`harness.state`): the rescale of a
+    stateful query.
     """
 
     def _inject(self) -> dict[str, Any]:
         state = self.env.checkpoint()
-        self.env.kill()
-        return {"pending_batch": state.pending, "latest_commit": state.latest_commit}
+        if "state_partitions" not in self.spec.params:
+            self.env.kill()
+            return {"pending_batch": state.pending, "latest_commit": state.latest_commit}
+        from .state import repartition_state, stop_cleanly
+
+        committed = stop_cleanly(self.env)
+        moved = repartition_state(self.env.spec.checkpoint, int(self.spec.params["state_partitions"]),
+                                  spark_conf=dict(self.env.spec.spark_conf or {}),
+                                  log=self.env.workdir / "repartition.log")
+        return {"pending_batch": None, "latest_commit": committed, "state_partitions_before": moved["before"],
+                "state_partitions_after": moved["after"]}
 
     def _heal(self) -> dict[str, Any]:
         spec = self.env.spec

@@ -39,6 +39,8 @@ __all__ = [
     "postgres_bin_dir",
     "ensure_postgres",
     "render_kafka_pom",
+    "SPARK_KAFKA_JARS",
+    "ensure_spark_kafka",
 ]
 
 KAFKA_VERSION = "4.3.1"
@@ -104,14 +106,22 @@ def render_kafka_pom(version: str = KAFKA_VERSION) -> str:
         ("org.apache.logging.log4j", "log4j-slf4j2-impl", _LOG4J_VERSION),
         ("org.apache.logging.log4j", "log4j-core", _LOG4J_VERSION),
     ]
+    return _render_pom("kafka-broker-runtime", version, deps)
+
+
+def _render_pom(artifact: str, version: str, deps: list[tuple[str, str, str]], transitive: bool = True) -> str:
+    # A wildcard exclusion keeps Maven from even reading the dependencies' own dependency lists.
+    exclude = "" if transitive else \
+        "<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>"
     body = "\n".join(
-        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
+        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>{exclude}"
+        "</dependency>"
         for g, a, v in deps
     )
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>io.streamcert</groupId>
-  <artifactId>kafka-broker-runtime</artifactId>
+  <artifactId>{artifact}</artifactId>
   <version>{version}</version>
   <packaging>pom</packaging>
   <dependencies>
@@ -169,6 +179,48 @@ def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
             )
         (lib / _COMPLETE).write_text(version)
     return lib
+
+
+#: Spark's built-in Kafka connector, the baseline of the source benchmark. No 4.3.0 release of it is on
+#: Maven Central, and only 4.0.0 of its token provider resolves there: the 4.2.0 connector with the 4.0.0
+#: token provider loads into pyspark 4.3 and reads plain-text brokers (measured, not an official pairing).
+SPARK_KAFKA_JARS = (
+    ("org.apache.spark", "spark-sql-kafka-0-10_2.13", "4.2.0"),
+    ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", "4.0.0"),
+    ("org.apache.kafka", "kafka-clients", "3.9.2"),
+    ("org.apache.commons", "commons-pool2", "2.13.1"),
+)
+
+
+def ensure_spark_kafka() -> list[Path]:
+    """Resolve Spark's built-in Kafka connector jars (for ``spark.jars``) into the cache once; return them."""
+    lib = cache_dir() / "spark-kafka" / "lib"
+    if not (lib / _COMPLETE).exists():
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise PrerequisiteMissing("Maven (`mvn`) is needed once to fetch Spark's Kafka connector, and it is "
+                                      "not on PATH.", hint="Install Maven (Debian: `apt-get install maven`).")
+        with cache_lock("spark-kafka"):
+            if not (lib / _COMPLETE).exists():
+                root = lib.parent
+                root.mkdir(parents=True, exist_ok=True)
+                (root / "pom.xml").write_text(_render_pom("spark-kafka-baseline", "1", list(SPARK_KAFKA_JARS),
+                                                                transitive=False))
+                if lib.exists():
+                    shutil.rmtree(lib)
+                # pyspark already ships the connector's other dependencies (Hadoop client, lz4, snappy, ...)
+                code, output = run_logged(
+                    [mvn, "-B", "-q", *_maven_settings_args(root), "-f", str(root / "pom.xml"),
+                     "dependency:copy-dependencies", f"-DoutputDirectory={lib}"],
+                    description="Resolving Spark's built-in Kafka connector from Maven Central (first run only)",
+                    timeout=900)
+                if code != 0:
+                    raise PrerequisiteMissing(
+                        f"Maven could not resolve Spark's Kafka connector (exit code {code}).",
+                        hint="Check that Maven Central is reachable (STREAMCERT_MAVEN_REPO names a mirror).",
+                        details=output)
+                (lib / _COMPLETE).write_text("ok")
+    return sorted(lib.glob("*.jar"))
 
 
 def _maven_settings_args(workdir: Path) -> list[str]:

@@ -34,7 +34,7 @@ FAULTS: dict[str, tuple[tuple[str, ...], dict[str, tuple[type, float]]]] = {
     "driver_kill": (("driver",), {"min_batch": (int, 0), "delay_ms": (int, 0)}),
     "driver_kill_at": (("driver",), {"point": (str, 1)}),
     "task_fail_at": (("executor",), {"point": (str, 1)}),
-    "rescale": (("driver",), {"parallelism": (int, 1), "master": (str, 1)}),
+    "rescale": (("driver",), {"parallelism": (int, 1), "master": (str, 1), "state_partitions": (int, 1)}),
     "add_partitions": (("kafka",), {"count": (int, 1)}),
     "python_worker_kill": (("executor",), {}),
     "task_exception": (("executor",), {}),

@@ -1,0 +1,209 @@
+"""The reference batch aggregator (SPEC §3.3, seed 004): keyed records into per-key-ordered lists for bulk writes.
+
+``aggregate_batches(frame, max_batch_size=..., max_wait_ms=...)`` turns a stream of keyed
+records into a stream of *batches*: one row per emitted batch, holding an ordered list of
+records of one key group. A batch is emitted when ``max_batch_size`` records of a key group
+are buffered, or ``max_wait_ms`` after its oldest buffered record arrived, whichever comes first.
+Within a batch each key's records are contiguous and in source order; across batches a key's
+records keep that order; under failure nothing is lost or emitted twice (with an exactly-once
+sink such as ``streamcert-kafka-2pc``, which skips a replayed batch id).
+
+How it avoids the seed's three traps:
+
+1. *Virtual keys break per-key order after rescale.* The seed mapped keys to ``key % parallelism``,
+   so a rescale moved a key to another buffer while older records of it still waited in the old
+   one. Here a key's group is ``pmod(xxhash64(key), key_groups)`` with ``key_groups`` fixed for the
+   life of the checkpoint (recorded in state; a change is refused with an error), and each group's
+   buffer is its own state. Spark's state partitions play Flink's key groups: their number is pinned
+   by the checkpoint, and a rescale (``harness.state.repartition_state``, pyspark's offline
+   ``_streamingCheckpointManager.repartition``) moves whole groups, with their buffers and timers.
+2. *Restored state cannot emit until new input arrives.* Flush deadlines are processing-time
+   timers in the state store (``timeMode="ProcessingTime"``): Spark runs a micro-batch when a timer
+   is due even without input, so a buffer restored after a crash is flushed on time.
+3. *Emitting during the snapshot puts records behind the barrier.* There is no barrier: a
+   micro-batch commits its output (through the 2PC sink), its state and its source offsets
+   together. Emission happens inside the batch that changes the state; a crash anywhere replays the
+   whole batch from the previous state, and the replay emits the same batches (input sorted by
+   source position, the batch's timestamp taken from the offset log), which the sink recognises.
+
+Runs: :func:`aggregate_batches` on the driver when the query is built; :class:`BatchAggregator`
+on executors, one instance per state partition and batch (``init`` then a ``handle*`` call per
+key group with input or a due timer); :func:`plan_flush` is the pure flush rule both handlers use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness.errors import ConfigurationError
+
+__all__ = ["ROCKSDB_PROVIDER", "OUTPUT_SCHEMA", "ITEM_FIELDS", "Flush", "plan_flush", "BatchAggregator",
+           "aggregate_batches"]
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: A buffered record: its key, source position (the order), payload, and when the aggregator got it.
+ITEM_FIELDS = ("key", "partition", "offset", "value", "arrived_ms")
+_BUFFER_SCHEMA = "key string, partition int, offset long, value binary, arrived_ms long"
+_META_SCHEMA = "next_batch long, deadline_ms long, key_groups int"
+OUTPUT_SCHEMA = ("key_group int, group_batch long, reason string, emitted_at_ms long, oldest_arrived_ms long, "
+                 "items array<struct<key: string, partition: int, offset: long, value: binary>>")
+
+
+@dataclass(frozen=True)
+class Flush:
+    """What :func:`plan_flush` decided: batches to emit (with their reason), what stays, the next deadline."""
+
+    batches: list[tuple[str, list[tuple]]]
+    remaining: list[tuple]
+    deadline_ms: int | None
+
+
+def plan_flush(buffered: Sequence[tuple], incoming: Sequence[tuple], now_ms: int, max_batch_size: int,
+               max_wait_ms: int, timer_due: bool = False) -> Flush:
+    """The flush rule, on :data:`ITEM_FIELDS` tuples in arrival order (``incoming`` already source-ordered).
+
+    Full batches of ``max_batch_size`` are cut from the front ("size"); if the oldest remaining record
+    is due (``timer_due`` or its deadline passed), everything remaining goes too ("time"). Each batch is
+    stable-sorted by key, so a key's records are contiguous and keep their order.
+    """
+    pending = list(buffered) + list(incoming)
+    batches: list[tuple[str, list[tuple]]] = []
+    while len(pending) >= max_batch_size:
+        batches.append(("size", _by_key(pending[:max_batch_size])))
+        pending = pending[max_batch_size:]
+    if pending and (timer_due or pending[0][4] + max_wait_ms <= now_ms):
+        batches.append(("time", _by_key(pending)))
+        pending = []
+    deadline = pending[0][4] + max_wait_ms if pending else None
+    return Flush(batches, pending, deadline)
+
+
+def _by_key(items: list[tuple]) -> list[tuple]:
+    return sorted(items, key=lambda item: item[0])  # sorted() is stable: per-key arrival order stays
+
+
+def _ordered_items(frames: Iterator[pd.DataFrame], now_ms: int) -> list[tuple]:
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return []
+    frame = pd.concat(frames, ignore_index=True).sort_values(["partition", "offset"], kind="mergesort")
+    return [(str(k), int(p), int(o), bytes(v) if v is not None else None, now_ms)
+            for k, p, o, v in zip(frame["key"], frame["partition"], frame["offset"], frame["value"], strict=True)]
+
+
+class BatchAggregator:
+    """The stateful processor (a ``pyspark.sql.streaming.stateful_processor.StatefulProcessor``).
+
+    Built on the driver, pickled to executors. Per key group it keeps a buffer (``ListState``) and a
+    meta row (``ValueState``: next batch number, registered deadline, key-group count) and at most one
+    processing-time timer, the buffer's flush deadline.
+    """
+
+    def __init__(self, max_batch_size: int, max_wait_ms: int, key_groups: int) -> None:
+        self.max_batch_size = max_batch_size
+        self.max_wait_ms = max_wait_ms
+        self.key_groups = key_groups
+
+    def init(self, handle) -> None:
+        """Executors (and once on the driver, for the state schemas): declare the state."""
+        self.handle = handle
+        self.buffer = handle.getListState("buffer", _BUFFER_SCHEMA)
+        self.meta = handle.getValueState("meta", _META_SCHEMA)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        """Executors, per key group with input in this batch: buffer, cut full batches, set the deadline."""
+        now = timerValues.getCurrentProcessingTimeInMs()
+        group = int(key[0])
+        next_batch, deadline = self._meta(group)
+        flush = plan_flush(list(self.buffer.get()), _ordered_items(rows, now), now, self.max_batch_size,
+                           self.max_wait_ms)
+        yield from self._finish(group, flush, next_batch, deadline, now)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        """Executors, per key group whose deadline passed, with or without input: flush everything."""
+        now = timerValues.getCurrentProcessingTimeInMs()
+        group = int(key[0])
+        next_batch, _deadline = self._meta(group)
+        flush = plan_flush(list(self.buffer.get()), [], now, self.max_batch_size, self.max_wait_ms, timer_due=True)
+        yield from self._finish(group, flush, next_batch, None, now)  # Spark removed the fired timer
+
+    def close(self) -> None:
+        pass
+
+    def _meta(self, key_group: int) -> tuple[int, int | None]:
+        if not self.meta.exists():
+            return 0, None
+        next_batch, deadline, key_groups = self.meta.get()
+        if key_groups != self.key_groups:
+            raise ConfigurationError(
+                f"The batch aggregator's checkpoint was written with keyGroups={key_groups}, this query has "
+                f"{self.key_groups} (key group {key_group}).",
+                hint="Key groups are fixed for the life of a checkpoint (changing them would move buffered "
+                "records of a key behind newer ones); change parallelism with the state repartition instead.")
+        return int(next_batch), (int(deadline) if deadline is not None and deadline >= 0 else None)
+
+    def _finish(self, key_group: int, flush: Flush, next_batch: int, registered: int | None,
+                now: int) -> Iterator[pd.DataFrame]:
+        if flush.remaining:
+            self.buffer.put(flush.remaining)
+        else:
+            self.buffer.clear()
+        if registered is not None and registered != flush.deadline_ms:
+            self.handle.deleteTimer(registered)
+        if flush.deadline_ms is not None and flush.deadline_ms != registered:
+            self.handle.registerTimer(flush.deadline_ms)
+        self.meta.update((next_batch + len(flush.batches), -1 if flush.deadline_ms is None else flush.deadline_ms,
+                          self.key_groups))
+        if flush.batches:
+            yield pd.DataFrame({
+                "key_group": [key_group] * len(flush.batches),
+                "group_batch": list(range(next_batch, next_batch + len(flush.batches))),
+                "reason": [reason for reason, _items in flush.batches],
+                "emitted_at_ms": [now] * len(flush.batches),
+                "oldest_arrived_ms": [min(item[4] for item in items) for _reason, items in flush.batches],
+                "items": [[{"key": k, "partition": p, "offset": o, "value": v} for k, p, o, v, _a in items]
+                          for _reason, items in flush.batches],
+            })
+
+
+def _processor_class():
+    # Imported lazily: pyspark's stateful processor module needs protobuf, not every caller does.
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    return type("StatefulBatchAggregator", (BatchAggregator, StatefulProcessor), {})
+
+
+def aggregate_batches(frame, *, max_batch_size: int, max_wait_ms: int, key_groups: int = 16,
+                      key_column: str = "key"):
+    """Driver: the aggregated stream of ``frame`` (columns ``key_column``, ``partition``, ``offset``, ``value``).
+
+    The query needs the RocksDB state store provider (``spark.sql.streaming.stateStore.providerClass``)
+    and a sink that supports append; output columns are :data:`OUTPUT_SCHEMA`.
+    """
+    from pyspark.sql import functions as F
+
+    for name, value, minimum in (("maxBatchSize", max_batch_size, 1), ("maxWaitMs", max_wait_ms, 1),
+                                 ("keyGroups", key_groups, 1)):
+        if not isinstance(value, int) or value < minimum:
+            raise ConfigurationError(f"Batch aggregator option {name}={value!r} is not valid.",
+                                     hint=f"{name} takes an integer >= {minimum}.")
+    provider = frame.sparkSession.conf.get("spark.sql.streaming.stateStore.providerClass", "")
+    if provider != ROCKSDB_PROVIDER:
+        raise ConfigurationError(
+            f"The batch aggregator needs the RocksDB state store; this session uses {provider or 'the default'}.",
+            hint=f"Set spark.sql.streaming.stateStore.providerClass={ROCKSDB_PROVIDER} before starting the query.")
+    missing = [c for c in (key_column, "partition", "offset", "value") if c not in frame.columns]
+    if missing:
+        raise ConfigurationError(f"The batch aggregator needs column(s) {', '.join(missing)}; the stream has "
+                                 f"{', '.join(frame.columns)}.",
+                                 hint="Feed it the offset source's rows (key, partition, offset, value).")
+    keyed = frame.select(
+        F.pmod(F.xxhash64(F.col(key_column).cast("string")), F.lit(key_groups)).cast("int").alias("key_group"),
+        F.col(key_column).cast("string").alias("key"), F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("long").alias("offset"), F.col("value").cast("binary").alias("value"))
+    return keyed.groupBy("key_group").transformWithStateInPandas(
+        statefulProcessor=_processor_class()(max_batch_size, max_wait_ms, key_groups),
+        outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="ProcessingTime")
