@@ -18,8 +18,13 @@ How it avoids the seed's three traps:
    by the checkpoint, and a rescale (``harness.state.repartition_state``, pyspark's offline
    ``_streamingCheckpointManager.repartition``) moves whole groups, with their buffers and timers.
 2. *Restored state cannot emit until new input arrives.* Flush deadlines are processing-time
-   timers in the state store (``timeMode="ProcessingTime"``): Spark runs a micro-batch when a timer
-   is due even without input, so a buffer restored after a crash is flushed on time.
+   timers in the state store (``timeMode="ProcessingTime"``), and Spark runs no-data micro-batches
+   for them. But Spark has the seed's trap too: after a restart it runs no batch until a source
+   has new data (no-data batches only follow a batch of the same run), so the timers of a buffer
+   restored from the checkpoint would wait for input that may never come. The aggregator therefore
+   unions a *tick* stream into its input (Spark's ``rate`` source, one row per second, key group
+   -1, ignored by the processor): a batch runs within a second of every restart, and the due
+   timers fire in it. Found by the rescale test, which restarts after the input has ended.
 3. *Emitting during the snapshot puts records behind the barrier.* There is no barrier: a
    micro-batch commits its output (through the 2PC sink), its state and its source offsets
    together. Emission happens inside the batch that changes the state; a crash anywhere replays the
@@ -40,9 +45,11 @@ import pandas as pd
 
 from harness.errors import ConfigurationError
 
-__all__ = ["ROCKSDB_PROVIDER", "OUTPUT_SCHEMA", "ITEM_FIELDS", "Flush", "plan_flush", "BatchAggregator",
+__all__ = ["ROCKSDB_PROVIDER", "TICK_GROUP", "OUTPUT_SCHEMA", "ITEM_FIELDS", "Flush", "plan_flush", "BatchAggregator",
            "aggregate_batches"]
 
+#: The key group of the tick stream (see trap 2 above): never a real group, which are 0..keyGroups-1.
+TICK_GROUP = -1
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: A buffered record: its key, source position (the order), payload, and when the aggregator got it.
 ITEM_FIELDS = ("key", "partition", "offset", "value", "arrived_ms")
@@ -117,6 +124,10 @@ class BatchAggregator:
         """Executors, per key group with input in this batch: buffer, cut full batches, set the deadline."""
         now = timerValues.getCurrentProcessingTimeInMs()
         group = int(key[0])
+        if group == TICK_GROUP:  # the tick stream only makes a batch run; it has no records and no state
+            for _frame in rows:
+                pass
+            return
         next_batch, deadline = self._meta(group)
         flush = plan_flush(list(self.buffer.get()), _ordered_items(rows, now), now, self.max_batch_size,
                            self.max_wait_ms)
@@ -200,10 +211,15 @@ def aggregate_batches(frame, *, max_batch_size: int, max_wait_ms: int, key_group
         raise ConfigurationError(f"The batch aggregator needs column(s) {', '.join(missing)}; the stream has "
                                  f"{', '.join(frame.columns)}.",
                                  hint="Feed it the offset source's rows (key, partition, offset, value).")
+    columns = ("key_group", "key", "partition", "offset", "value")
     keyed = frame.select(
         F.pmod(F.xxhash64(F.col(key_column).cast("string")), F.lit(key_groups)).cast("int").alias("key_group"),
         F.col(key_column).cast("string").alias("key"), F.col("partition").cast("int").alias("partition"),
         F.col("offset").cast("long").alias("offset"), F.col("value").cast("binary").alias("value"))
-    return keyed.groupBy("key_group").transformWithStateInPandas(
+    tick = frame.sparkSession.readStream.format("rate").option("rowsPerSecond", 1).load().select(
+        F.lit(TICK_GROUP).cast("int").alias("key_group"), F.lit(None).cast("string").alias("key"),
+        F.lit(-1).cast("int").alias("partition"), F.col("value").cast("long").alias("offset"),
+        F.lit(None).cast("binary").alias("value"))
+    return keyed.select(*columns).unionByName(tick.select(*columns)).groupBy("key_group").transformWithStateInPandas(
         statefulProcessor=_processor_class()(max_batch_size, max_wait_ms, key_groups),
         outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="ProcessingTime")

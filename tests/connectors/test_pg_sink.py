@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from harness.driver import DriverProcess, QuerySpec
-from harness.faults import DriverPointFault
+from harness.faults import DriverPointFault, TaskPointFault
 from harness.history import History
 from harness.kafka_clients import create_topic
 from harness.schedule import FaultSpec
@@ -67,3 +67,17 @@ def test_driver_killed_at_each_protocol_step_recovers_exactly_once(stack, tmp_pa
     assert history.events("fault-start")[0]["reached"] is True
     assert ids == expected  # no loss, no duplicate
     assert _prepared(dsn, sink_id) == 0  # nothing left prepared: recovered, committed or rolled back
+
+
+def test_a_task_attempt_failing_after_prepare_leaves_an_orphan_that_is_rolled_back(stack, tmp_path):
+    driver, dsn, table, expected = _setup(stack, tmp_path)
+    history = History()
+    with driver:
+        fault = TaskPointFault(FaultSpec("task_fail_at", "executor", 0, 0, {"point": "pg-2pc.after-prepare"}),
+                               driver, history)
+        fault.start()
+        fault.stop()
+        driver.wait_for(lambda _d: len(_ids(dsn, table)) >= len(expected), "every row committed", timeout=240)
+    assert history.events("fault-start")[0]["reached"] is True
+    assert _ids(dsn, table) == expected  # the failed attempt's prepared rows were never committed
+    assert _prepared(dsn, driver.spec.params["sink_id"]) == 0  # and not left prepared either
