@@ -140,7 +140,7 @@ def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Seque
             builtin_error = f"{type(exc).__name__}: {exc}"
     conf = {"spark.jars": ",".join(builtin_jars)} if builtin_jars else {}
     spark_config = SparkConfig(master="local[2]", conf=conf, app_name="streamcert-bench", driver_memory="4g")
-    results: dict[str, Any] = {"cases": {}, "skipped": {}}
+    results: dict[str, Any] = {"cases": {}, "skipped": {}, "failed": {}}
     with Environment(EnvironmentConfig(provider="local", spark=spark_config)) as env:
         spark = env.spark
         for source in (KafkaOffsetSource, KafkaTwoPhaseSink, PostgresTwoPhaseSink):
@@ -166,15 +166,19 @@ def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Seque
                 results["skipped"][case] = builtin_error or "no jars"
                 continue
             runs = []
-            for repeat in range(repeats):
-                with step(f"{case} ({records:,} records, run {repeat + 1}/{repeats})"):
-                    begin = time.perf_counter()
-                    if case == "raw_consume":
-                        rows = _raw_consume(bootstrap, topic, records)
-                    else:
-                        rows = _drain(writers[case](), workdir / f"{case}-{repeat}")
-                    seconds = time.perf_counter() - begin
-                runs.append({"rows": rows, "seconds": round(seconds, 3), "records_per_s": round(rows / seconds)})
+            try:
+                for repeat in range(repeats):
+                    with step(f"{case} ({records:,} records, run {repeat + 1}/{repeats})"):
+                        begin = time.perf_counter()
+                        if case == "raw_consume":
+                            rows = _raw_consume(bootstrap, topic, records)
+                        else:
+                            rows = _drain(writers[case](), workdir / f"{case}-{repeat}")
+                        seconds = time.perf_counter() - begin
+                    runs.append({"rows": rows, "seconds": round(seconds, 3), "records_per_s": round(rows / seconds)})
+            except Exception as exc:  # noqa: BLE001 - one failing case must not lose the others' numbers
+                results["failed"][case] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+                continue
             best = max(runs, key=lambda r: r["records_per_s"])
             results["cases"][case] = {"runs": runs, "records_per_s": best["records_per_s"],
                                       "complete": all(r["rows"] == records for r in runs)}
@@ -213,8 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({"cases": {k: v["records_per_s"] for k, v in results["cases"].items()},
-                      "ratios": results["ratios"], "skipped": results["skipped"]}, indent=2))
-    return 0
+                      "ratios": results["ratios"], "skipped": results["skipped"], "failed": results["failed"]},
+                     indent=2))
+    return 1 if results["failed"] else 0
 
 
 if __name__ == "__main__":

@@ -398,8 +398,8 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
             consumer.close()
         record = {"sink": options.sink_id, "batch": batch_id, "rows": rows, "ranges": len(staged),
                   "committed_at": time.time()}
-        producer.produce(options.ledger_topic, key=options.sink_id.encode(), value=json.dumps(record).encode(),
-                         partition=0)
+        _produce_all(producer, options.ledger_topic, 0, [(options.sink_id.encode(), json.dumps(record).encode())],
+                     None, None)
         producer.flush(max(1.0, deadline - time.monotonic()))
         reached(f"{FAULT_POINTS}.before-commit")
         outcome["rows"] = rows

@@ -66,3 +66,13 @@ def test_unknown_profile_and_impossible_durations():
 
 def test_every_fault_has_at_least_one_target():
     assert all(targets for targets, _params in FAULTS.values())
+
+
+def test_task_fail_points_and_stateful_rescale_parse():
+    specs = parse([{"fault": "task_fail_at", "target": "executor", "at_s": 1, "duration_s": 0,
+                    "params": {"point": "kafka-2pc.after-stage"}},
+                   {"fault": "rescale", "target": "driver", "at_s": 2, "duration_s": 0,
+                    "params": {"parallelism": 1, "state_partitions": 2}}])
+    assert [s.fault for s in specs] == ["task_fail_at", "rescale"] and specs[1].params["state_partitions"] == 2
+    with pytest.raises(ConfigurationError, match="state_partitions"):
+        parse([{"fault": "rescale", "target": "driver", "at_s": 0, "duration_s": 0, "params": {"state_partitions": 0}}])
