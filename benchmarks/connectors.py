@@ -121,7 +121,8 @@ def _case_writers(spark, env, topic: str, workdir: Path) -> dict[str, Callable[[
 
 
 def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Sequence[str], workdir: Path,
-                  repeats: int = 1) -> dict[str, Any]:
+                  repeats: int = 1, results: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Measure ``cases``; fills ``results`` as it goes (so an interrupted run still has what it measured)."""
     from connectors.kafka_sink import KafkaTwoPhaseSink
     from connectors.kafka_source import KafkaOffsetSource
     from connectors.pg_sink import PostgresTwoPhaseSink
@@ -140,7 +141,8 @@ def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Seque
             builtin_error = f"{type(exc).__name__}: {exc}"
     conf = {"spark.jars": ",".join(builtin_jars)} if builtin_jars else {}
     spark_config = SparkConfig(master="local[2]", conf=conf, app_name="streamcert-bench", driver_memory="4g")
-    results: dict[str, Any] = {"cases": {}, "skipped": {}, "failed": {}}
+    results = results if results is not None else {}
+    results.update({"cases": {}, "skipped": {}, "failed": {}, "ratios": {}})
     with Environment(EnvironmentConfig(provider="local", spark=spark_config)) as env:
         spark = env.spark
         for source in (KafkaOffsetSource, KafkaTwoPhaseSink, PostgresTwoPhaseSink):
@@ -182,10 +184,13 @@ def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Seque
             best = max(runs, key=lambda r: r["records_per_s"])
             results["cases"][case] = {"runs": runs, "records_per_s": best["records_per_s"],
                                       "complete": all(r["rows"] == records for r in runs)}
-    rates = {k: v["records_per_s"] for k, v in results["cases"].items()}
-    results["ratios"] = {name: round(rates[a] / rates[b], 3) for name, (a, b) in _RATIOS.items()
-                         if a in rates and b in rates}
+            results["ratios"] = _ratios(results["cases"])
     return results
+
+
+def _ratios(cases: dict[str, Any]) -> dict[str, float]:
+    rates = {k: v["records_per_s"] for k, v in cases.items()}
+    return {name: round(rates[a] / rates[b], 3) for name, (a, b) in _RATIOS.items() if a in rates and b in rates}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -207,18 +212,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="streamcert-bench-") as tmp:
-        results = run_benchmark(args.records, args.record_bytes, args.partitions, cases, Path(tmp), args.repeats)
-    report = {"schema_version": SCHEMA_VERSION, "benchmark": "connectors",
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-              "parameters": {"records": args.records, "record_bytes": args.record_bytes, "partitions": args.partitions,
-                             "repeats": args.repeats, "cases": cases, "master": "local[2]"},
-              **results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({"cases": {k: v["records_per_s"] for k, v in results["cases"].items()},
-                      "ratios": results["ratios"], "skipped": results["skipped"], "failed": results["failed"]},
-                     indent=2))
+    from harness.errors import StreamcertError
+
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "benchmark": "connectors", "complete": False,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "parameters": {"records": args.records, "record_bytes": args.record_bytes, "partitions": args.partitions,
+                       "repeats": args.repeats, "cases": cases, "master": "local[2]"}}
+    results: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="streamcert-bench-") as tmp:
+            run_benchmark(args.records, args.record_bytes, args.partitions, cases, Path(tmp), args.repeats, results)
+        report["complete"] = True
+    except KeyboardInterrupt:
+        print("streamcert: interrupted; writing what was measured, marked incomplete.", file=sys.stderr)
+    except StreamcertError as exc:  # the stack could not start: say why in one paragraph
+        print(f"streamcert: {exc}", file=sys.stderr)
+        report["error"] = str(exc)
+    finally:
+        report.update(results)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({"cases": {k: v["records_per_s"] for k, v in results.get("cases", {}).items()},
+                      "ratios": results.get("ratios", {}), "skipped": results.get("skipped", {}),
+                      "failed": results.get("failed", {})}, indent=2))
+    if not report["complete"]:
+        return 2 if "error" in report else 130
     return 1 if results["failed"] else 0
 
 
