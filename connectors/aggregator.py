@@ -31,6 +31,9 @@ How it avoids the seed's three traps:
    whole batch from the previous state, and the replay emits the same batches (input sorted by
    source position, the batch's timestamp taken from the offset log), which the sink recognises.
 
+Use a processing-time trigger (the tick stream never ends, so ``Trigger.AvailableNow`` would not either).
+Records without a key share the key ``""``.
+
 Runs: :func:`aggregate_batches` on the driver when the query is built; :class:`BatchAggregator`
 on executors, one instance per state partition and batch (``init`` then a ``handle*`` call per
 key group with input or a due timer); :func:`plan_flush` is the pure flush rule both handlers use.
@@ -97,7 +100,7 @@ def _ordered_items(frames: Iterator[pd.DataFrame], now_ms: int) -> list[tuple]:
     if not frames:
         return []
     frame = pd.concat(frames, ignore_index=True).sort_values(["partition", "offset"], kind="mergesort")
-    return [(str(k), int(p), int(o), bytes(v) if v is not None else None, now_ms)
+    return [("" if k is None else str(k), int(p), int(o), bytes(v) if v is not None else None, now_ms)
             for k, p, o, v in zip(frame["key"], frame["partition"], frame["offset"], frame["value"], strict=True)]
 
 

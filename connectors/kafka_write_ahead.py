@@ -50,6 +50,7 @@ __all__ = ["STAGE_HEADER", "FAULT_POINTS", "StagedRange", "ensure_topics", "stag
 STAGE_HEADER = "sc2pc"
 FAULT_POINTS = "kafka-2pc"
 _LEDGER_WINDOW = 256
+_STAGING_RETENTION_MS = 24 * 3600 * 1000
 _producers: dict[tuple, Producer] = {}
 _producers_lock = threading.Lock()
 
@@ -92,8 +93,10 @@ def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
     if options.topic not in topics or topics[options.topic].error is not None:
         raise ConfigurationError(f"The output topic {options.topic!r} of the {SINK_NAME} sink does not exist.",
                                  hint="Create it first (the sink does not guess partitions or replication).")
+    # Staged rows are read only between a batch's write() and its commit() in the same run (a replay stages
+    # again), so a day of retention is ample and keeps the second copy from piling up.
     create_topic(options.bootstrap_servers, options.staging_topic, partitions=options.staging_partitions,
-                 timeout=timeout)
+                 config={"retention.ms": str(_STAGING_RETENTION_MS)}, timeout=timeout)
     create_topic(options.bootstrap_servers, options.ledger_topic, partitions=1,
                  config={"cleanup.policy": "compact"}, timeout=timeout)
 

@@ -92,19 +92,31 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
     return count
 
 
-def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed") -> dict[int, int]:
-    """Per partition, the offset a reader with ``isolation`` stops at (LSO for read_committed)."""
+def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 30.0) -> dict[int, int]:
+    """Per partition, the offset a reader with ``isolation`` stops at (LSO for read_committed); transient errors
+    (a broker that just restarted) are retried for up to ``timeout`` seconds."""
     consumer = Consumer(client_conf(bootstrap, **{"group.id": "streamcert-offsets", "isolation.level": isolation,
                                                   "enable.auto.commit": False}))
+    deadline = time.monotonic() + timeout
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        result = {}
-        for partition in meta.partitions:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            result[partition] = high
-        return result
+        while True:
+            try:
+                meta = consumer.list_topics(topic, timeout=10).topics[topic]
+                return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+                        for partition in meta.partitions}
+            except KafkaException as exc:
+                # Just after a broker (re)start, leadership is still moving: NOT_LEADER, LEADER_NOT_AVAILABLE, ...
+                if not _transient(exc.args[0]) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
+
+
+def _transient(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in (
+        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed",

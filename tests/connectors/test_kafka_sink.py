@@ -60,18 +60,22 @@ def test_happy_path_is_exactly_once_in_key_order(stack, tmp_path):
     assert {r.name: r.counts for r in results}["per_key_order"]["checked"] > 2000
 
 
-@pytest.mark.parametrize("point", ["kafka-2pc.after-stage", "kafka-2pc.before-commit", "kafka-2pc.after-commit"])
-def test_driver_killed_at_each_protocol_step_recovers_exactly_once(stack, tmp_path, point):
+def test_driver_killed_at_each_protocol_step_in_turn_recovers_exactly_once(stack, tmp_path):
+    """One query, three crashes: after a task staged, with rows and ledger record written but not committed, and
+    after the commit (before Spark's commits/N: the replayed commit must write nothing)."""
     driver, ledger = _setup(stack, tmp_path)
     history = History()
+    points = ["kafka-2pc.after-stage", "kafka-2pc.before-commit", "kafka-2pc.after-commit"]
 
-    def kill(driver):
-        fault = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": point}), driver, history)
-        fault.start()
-        fault.stop()
+    def kill_at_each(driver):
+        for point in points:
+            fault = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": point}), driver, history)
+            fault.start()
+            fault.stop()
 
-    _run_to_completion(stack, driver, ledger, kill)
-    assert history.events("fault-start")[0]["reached"] is True
+    _run_to_completion(stack, driver, ledger, kill_at_each)
+    assert [(e["point"], e["reached"]) for e in history.events("fault-start")] == [(p, True) for p in points]
+    assert driver.attempt == 4
 
 
 def test_a_failed_task_attempt_after_staging_leaves_an_orphan_that_is_never_copied(stack, tmp_path):
