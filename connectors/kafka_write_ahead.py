@@ -339,35 +339,34 @@ def _copy_range(consumer: Consumer, producer: Producer, options: SinkOptions, st
     dense = staged.last_offset - staged.first_offset + 1 == staged.count  # nobody else wrote inside the range
     marker = staged.txn_id.encode()
     consumer.assign([TopicPartition(options.staging_topic, staged.partition, staged.first_offset)])
-    copied = 0
-    pending: list[tuple[Any, Any]] = []
-    while True:
+    produce, topic, last = producer.produce, options.topic, staged.last_offset
+    copied, done = 0, False
+    while not done:
         if time.monotonic() >= deadline:
             raise RuntimeError(
                 f"{SINK_NAME}: staged records {staged.to_dict()} could not be read within copyTimeoutMs; "
                 f"found {copied} of {staged.count}. They are committed, so the broker is unreachable or the "
                 "staging topic's retention removed them.")
-        done = False
         for msg in consumer.consume(10000, timeout=0.05):
+            # the hot loop of the copy: one call per record where possible (this runs once per row, on the driver)
             if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    if msg.offset() > staged.last_offset:
-                        done = True
-                    continue
-                raise KafkaException(msg.error())
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(msg.error())
+                done = done or msg.offset() > last
+                continue
             offset = msg.offset()
-            if offset > staged.last_offset:
+            if offset > last:
                 done = True
                 break
             if dense or _header(msg) == marker:
-                pending.append((msg.key(), msg.value()))
-            if offset == staged.last_offset:
+                try:
+                    produce(topic, msg.value(), msg.key())
+                except BufferError:
+                    _produce_all(producer, topic, None, [(msg.key(), msg.value())], None, None)
+                copied += 1
+            if offset == last:
                 done = True
                 break
-        copied += _produce_all(producer, options.topic, None, pending, None, None)
-        pending.clear()
-        if done:
-            break
     if copied != staged.count:
         raise RuntimeError(f"{SINK_NAME}: staged range {staged.to_dict()} holds {copied} committed records of "
                            f"its transaction, expected {staged.count}: staged rows are lost; refusing to commit.")

@@ -104,7 +104,12 @@ def test_env_up_prints_endpoints_and_stops_cleanly_on_sigterm():
             if line.startswith("{"):
                 endpoints = json.loads(line)
                 break
-        assert endpoints is not None, proc.stderr.read() if proc.poll() is not None else "no endpoints line"
+        if endpoints is None:  # stdout ended: the command exited; show why
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        assert endpoints is not None, (proc.poll(), proc.stderr.read() if proc.poll() is not None else "running")
         assert endpoints["bootstrap_servers"].startswith("127.0.0.1:")
         assert endpoints["toxiproxy_api"].startswith("http://127.0.0.1:")
         assert "host=127.0.0.1" in endpoints["postgres_dsn"]
