@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from harness.errors import ConfigurationError
 
+from .options import OptionRules
+
 __all__ = ["SourceOptions", "parse_source_options", "KNOWN_OPTIONS"]
 
 #: option -> what it takes (shown in errors)
@@ -43,41 +45,12 @@ class SourceOptions:
     kafka_conf: dict[str, str] = field(default_factory=dict)
 
 
-def _bad(option: str, value: object) -> ConfigurationError:
-    return ConfigurationError(f"Option {option}={value!r} is not valid for the streamcert-kafka source.",
-                              hint=f"{option} takes {KNOWN_OPTIONS[option]}.")
-
-
-def _int(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
-    raw = options.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise _bad(name, raw) from None
-    if value < minimum:
-        raise _bad(name, raw)
-    return value
-
-
-def _choice(options: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
-    value = str(options.get(name, allowed[0])).strip()
-    if value not in allowed:
-        raise _bad(name, value)
-    return value
-
-
-def _canonical(options: Mapping[str, str]) -> dict[str, str]:
-    """Spark option names are case-insensitive (it may hand them over lower-cased): use the documented spelling."""
-    by_lower = {name.lower(): name for name in KNOWN_OPTIONS}
-    return {by_lower.get(key.lower(), key.lower() if key.lower().startswith("kafka.") else key): value
-            for key, value in options.items()}
+_RULES = OptionRules(KNOWN_OPTIONS, "streamcert-kafka source")
 
 
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Validate Spark's option map (names case-insensitive); raise :class:`ConfigurationError` on the first problem."""
-    options = _canonical(options)
+    options = _RULES.canonical(options)
     unknown = sorted(k for k in options if k not in KNOWN_OPTIONS and not k.startswith("kafka.")
                      and k not in ("path",))
     if unknown:
@@ -92,20 +65,20 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             "so it uses no consumer group for reading.")
     bootstrap = str(options.get("kafka.bootstrap.servers", "")).strip()
     if not bootstrap:
-        raise _bad("kafka.bootstrap.servers", options.get("kafka.bootstrap.servers"))
+        raise _RULES.bad("kafka.bootstrap.servers", options.get("kafka.bootstrap.servers"))
     topics = tuple(t.strip() for t in str(options.get("subscribe", "")).split(",") if t.strip())
     if not topics:
-        raise _bad("subscribe", options.get("subscribe"))
+        raise _RULES.bad("subscribe", options.get("subscribe"))
     return SourceOptions(
         bootstrap_servers=bootstrap,
         topics=topics,
-        starting_offsets=_choice(options, "startingOffsets", ("earliest", "latest")),
-        isolation_level=_choice(options, "isolationLevel", ("read_committed", "read_uncommitted")),
-        max_records_per_batch=_int(options, "maxRecordsPerBatch", None, 1),
-        reader_parallelism=_int(options, "readerParallelism", None, 1),
-        partition_discovery_interval_ms=_int(options, "partitionDiscoveryIntervalMs", 1000, 0) or 0,
+        starting_offsets=_RULES.choice(options, "startingOffsets", ("earliest", "latest")),
+        isolation_level=_RULES.choice(options, "isolationLevel", ("read_committed", "read_uncommitted")),
+        max_records_per_batch=_RULES.integer(options, "maxRecordsPerBatch", None, 1),
+        reader_parallelism=_RULES.integer(options, "readerParallelism", None, 1),
+        partition_discovery_interval_ms=_RULES.integer(options, "partitionDiscoveryIntervalMs", 1000, 0) or 0,
         commit_to_group=(str(options["commitToGroup"]).strip() or None) if "commitToGroup" in options else None,
-        poll_timeout_ms=_int(options, "pollTimeoutMs", 30000, 1) or 30000,
+        poll_timeout_ms=_RULES.integer(options, "pollTimeoutMs", 30000, 1) or 30000,
         kafka_conf={k.removeprefix("kafka."): str(v) for k, v in options.items()
                     if k.startswith("kafka.") and k != "kafka.bootstrap.servers"},
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import ConfigurationError
 
+from .options import OptionRules
 from .twophase import validate_sink_id
 
 __all__ = ["SINK_NAME", "SinkOptions", "parse_sink_options", "KNOWN_SINK_OPTIONS"]
@@ -48,41 +49,21 @@ class SinkOptions:
     kafka_conf: dict[str, str] = field(default_factory=dict)
 
 
-def _bad(option: str, value: object) -> ConfigurationError:
-    return ConfigurationError(f"Option {option}={value!r} is not valid for the {SINK_NAME} sink.",
-                              hint=f"{option} takes {KNOWN_SINK_OPTIONS[option]}.")
-
-
-def _int(options: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    raw = options.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise _bad(name, raw) from None
-    if value < minimum:
-        raise _bad(name, raw)
-    return value
-
-
-def _canonical(options: Mapping[str, str]) -> dict[str, str]:
-    by_lower = {name.lower(): name for name in KNOWN_SINK_OPTIONS}
-    return {by_lower.get(key.lower(), key.lower()): value for key, value in options.items()}
+_RULES = OptionRules(KNOWN_SINK_OPTIONS, f"{SINK_NAME} sink")
 
 
 def _topic_name(options: Mapping[str, str], name: str, default: str | None) -> str:
     value = str(options.get(name, default or "")).strip()
     if not value or len(value) > 249 or any(not (c.isalnum() or c in "._-") for c in value):
-        raise _bad(name, options.get(name, default))
+        raise _RULES.bad(name, options.get(name, default))
     return value
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate Spark's option map; raise :class:`ConfigurationError` on the first problem."""
-    options = _canonical(options)
+    options = _RULES.canonical(options)
     unknown = sorted(k for k in options if k not in KNOWN_SINK_OPTIONS and not k.startswith("kafka.")
-                     and k not in _SPARK_OWN)
+                     and k.lower() not in _SPARK_OWN)
     if unknown:
         raise ConfigurationError(
             f"Unknown option(s) for the {SINK_NAME} sink: {', '.join(unknown)}.",
@@ -95,11 +76,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             "use transactionTimeoutMs for the transaction timeout.")
     bootstrap = str(options.get("kafka.bootstrap.servers", "")).strip()
     if not bootstrap:
-        raise _bad("kafka.bootstrap.servers", options.get("kafka.bootstrap.servers"))
+        raise _RULES.bad("kafka.bootstrap.servers", options.get("kafka.bootstrap.servers"))
     topic = _topic_name(options, "topic", None)
     raw_sink_id = str(options.get("sinkId", "")).strip()
     if not raw_sink_id:
-        raise _bad("sinkId", options.get("sinkId"))
+        raise _RULES.bad("sinkId", options.get("sinkId"))
     sink_id = validate_sink_id(raw_sink_id)
     return SinkOptions(
         bootstrap_servers=bootstrap,
@@ -107,9 +88,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         sink_id=sink_id,
         staging_topic=_topic_name(options, "stagingTopic", f"{topic}.{sink_id}.staging"),
         ledger_topic=_topic_name(options, "ledgerTopic", f"{topic}.{sink_id}.ledger"),
-        staging_partitions=_int(options, "stagingPartitions", 8, 1),
-        transaction_timeout_ms=_int(options, "transactionTimeoutMs", 60000, 1000),
-        copy_timeout_ms=_int(options, "copyTimeoutMs", 60000, 1),
+        staging_partitions=_RULES.integer(options, "stagingPartitions", 8, 1),
+        transaction_timeout_ms=_RULES.integer(options, "transactionTimeoutMs", 60000, 1000),
+        copy_timeout_ms=_RULES.integer(options, "copyTimeoutMs", 60000, 1),
         kafka_conf={k.removeprefix("kafka."): str(v) for k, v in options.items()
                     if k.startswith("kafka.") and k != "kafka.bootstrap.servers"},
     )

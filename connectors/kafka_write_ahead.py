@@ -261,10 +261,9 @@ def stage_rows(options: SinkOptions, txn: TxnId, batches: Iterator) -> StagedRan
     partition = txn.partition % options.staging_partitions
     headers = [(STAGE_HEADER, str(txn).encode())]
     deadline = time.monotonic() + options.transaction_timeout_ms / 1000
-    offsets = _Offsets()
 
     def body(producer: Producer) -> StagedRange:
-        offsets.__init__()
+        offsets = _Offsets()  # a fresh tally per attempt of the transaction
         count = _produce_all(producer, options.staging_topic, partition, _arrow_rows(kept), headers, offsets)
         producer.flush(max(1.0, deadline - time.monotonic()))
         if offsets.error is not None:
