@@ -117,6 +117,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 metadata = self._admin_client().list_topics(timeout=max(1.0, min(10.0, deadline - time.monotonic())))
             except KafkaException as exc:
                 problem, metadata = str(exc), None
+                self._admin = None  # fresh metadata on the next try
             found = {}
             for topic in self.options.topics if metadata is not None else ():
                 meta = metadata.topics.get(topic)
@@ -161,6 +162,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if time.monotonic() >= deadline:
                     raise RuntimeError(f"streamcert-kafka: the broker did not answer for {which} offsets within "
                                        f"pollTimeoutMs={self.options.poll_timeout_ms}: {exc}") from exc
+                # A client that saw the broker before its restart keeps stale leader epochs in its metadata
+                # (FENCED_LEADER_EPOCH on every retry): ask again with a fresh one.
+                self._admin = None
                 time.sleep(0.2)
 
     # -- the streaming protocol (driver) -------------------------------------------------
