@@ -24,7 +24,7 @@ def options(stack):
     create_topic(bootstrap, topic, partitions=3)
     opts = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
                                "sinkId": f"s{uuid.uuid4().hex[:8]}", "stagingPartitions": "2",
-                               "copyTimeoutMs": "15000", "transactionTimeoutMs": "10000"})
+                               "copyTimeoutMs": "30000", "transactionTimeoutMs": "30000"})
     wa.ensure_topics(opts)
     return opts
 
