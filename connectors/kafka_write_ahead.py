@@ -173,12 +173,22 @@ def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, o
 
 
 def _kafka_exception(exc: BaseException | None) -> KafkaException | None:
-    """The KafkaException behind ``exc``. A fatal error (fenced, say) met while librdkafka runs a delivery
-    callback surfaces as a SystemError whose context is the KafkaException."""
+    """The KafkaException behind ``exc``.
+
+    confluent-kafka raises a fatal error (fenced, say) from inside librdkafka's callbacks while a
+    ``flush``/``poll`` is draining them; depending on which callback runs next it surfaces as a
+    SystemError whose context is the KafkaException ("returned a result with an exception set") or
+    as a bare SystemError of a ``cimpl`` method ("returned NULL without setting an exception"). Both
+    mean the producer met a fatal error: it is unusable, and a new one (which fences it) is the cure.
+    """
     if isinstance(exc, KafkaException):
         return exc
-    if isinstance(exc, SystemError) and isinstance(exc.__context__, KafkaException):
-        return exc.__context__
+    if isinstance(exc, SystemError):
+        if isinstance(exc.__context__, KafkaException):
+            return exc.__context__
+        if "cimpl." in str(exc):
+            return KafkaException(KafkaError(KafkaError._FATAL, f"the Kafka client lost a fatal error: {exc}",
+                                             fatal=True))
     return None
 
 
