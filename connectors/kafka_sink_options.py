@@ -26,6 +26,8 @@ KNOWN_SINK_OPTIONS: dict[str, str] = {
     "stagingTopic": "the write-ahead topic (default <topic>.<sinkId>.staging; created if missing)",
     "ledgerTopic": "the one-partition ledger topic (default <topic>.<sinkId>.ledger; created if missing)",
     "stagingPartitions": "a positive integer (default 8): partitions of a staging topic the sink creates",
+    "stagingBlockBytes": "an integer from 1 to 8388608 (default 524288): bytes of keys and values staged per "
+                         "staging record (rows are staged in blocks; a block holds one row more at most)",
     "transactionTimeoutMs": "an integer >= 1000 (default 60000): Kafka transaction timeout of the sink's producers",
     "copyTimeoutMs": "a positive integer (default 60000): how long commit waits for staged records known to exist",
 }
@@ -44,11 +46,13 @@ class SinkOptions:
     staging_topic: str
     ledger_topic: str
     staging_partitions: int = 8
+    staging_block_bytes: int = 524288
     transaction_timeout_ms: int = 60000
     copy_timeout_ms: int = 60000
     kafka_conf: dict[str, str] = field(default_factory=dict)
 
 
+_MAX_BLOCK_BYTES = 8 * 1024 * 1024
 _RULES = OptionRules(KNOWN_SINK_OPTIONS, f"{SINK_NAME} sink")
 
 
@@ -56,6 +60,13 @@ def _topic_name(options: Mapping[str, str], name: str, default: str | None) -> s
     value = str(options.get(name, default or "")).strip()
     if not value or len(value) > 249 or any(not (c.isalnum() or c in "._-") for c in value):
         raise _RULES.bad(name, options.get(name, default))
+    return value
+
+
+def _block_bytes(options: Mapping[str, str]) -> int:
+    value = _RULES.integer(options, "stagingBlockBytes", 524288, 1)
+    if value > _MAX_BLOCK_BYTES:  # a staging record must stay well under its topic's max.message.bytes
+        raise _RULES.bad("stagingBlockBytes", options.get("stagingBlockBytes"))
     return value
 
 
@@ -89,6 +100,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         staging_topic=_topic_name(options, "stagingTopic", f"{topic}.{sink_id}.staging"),
         ledger_topic=_topic_name(options, "ledgerTopic", f"{topic}.{sink_id}.ledger"),
         staging_partitions=_RULES.integer(options, "stagingPartitions", 8, 1),
+        staging_block_bytes=_block_bytes(options),
         transaction_timeout_ms=_RULES.integer(options, "transactionTimeoutMs", 60000, 1000),
         copy_timeout_ms=_RULES.integer(options, "copyTimeoutMs", 60000, 1),
         kafka_conf={k.removeprefix("kafka."): str(v) for k, v in options.items()

@@ -4,9 +4,10 @@ librdkafka cannot hand an open transaction to another process, so a task cannot 
 Kafka transaction for the driver to commit. The same protocol is realised in two steps instead:
 
 - **pre-commit** (:func:`stage_rows`, on executors): the task writes its rows to a *staging*
-  topic in its own Kafka transaction, each record carrying the task attempt's transaction id
+  topic in its own Kafka transaction, packed in blocks (:mod:`connectors.row_blocks`, one record
+  per block of ``stagingBlockBytes``, 512 KiB by default), each record carrying the task attempt's transaction id
   (:class:`~connectors.twophase.TxnId`) in a header, commits it, and reports the staged range
-  (:class:`StagedRange`: partition, first and last offset, count) in its commit message. The
+  (:class:`StagedRange`: partition, first and last offset, records, rows) in its commit message. The
   staging producer's ``transactional.id`` is stable per (sink, Spark partition): a new attempt
   fences the zombie of the last one, whose open transaction is aborted;
 - **decision + commit** (:func:`commit_batch`, on the driver): one transaction of the driver's
@@ -42,6 +43,7 @@ from harness.fault_points import reached
 from harness.kafka_clients import client_conf, create_topic
 
 from .kafka_sink_options import SINK_NAME, SinkOptions
+from .row_blocks import decode_block, encode_blocks
 from .twophase import TxnId
 
 __all__ = ["STAGE_HEADER", "FAULT_POINTS", "StagedRange", "ensure_topics", "stage_rows", "commit_batch",
@@ -51,6 +53,8 @@ STAGE_HEADER = "sc2pc"
 FAULT_POINTS = "kafka-2pc"
 _LEDGER_WINDOW = 256
 _STAGING_RETENTION_MS = 24 * 3600 * 1000
+# a block holds stagingBlockBytes (<= 8 MiB) plus one row: room for a row of several MiB more
+_STAGING_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _producers: dict[tuple, Producer] = {}
 _producers_lock = threading.Lock()
 
@@ -63,7 +67,8 @@ class StagedRange:
     partition: int
     first_offset: int
     last_offset: int
-    count: int
+    records: int  # staging records (blocks of rows) of the attempt's transaction in the range
+    count: int  # rows in those blocks
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,7 +101,8 @@ def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
     # Staged rows are read only between a batch's write() and its commit() in the same run (a replay stages
     # again), so a day of retention is ample and keeps the second copy from piling up.
     create_topic(options.bootstrap_servers, options.staging_topic, partitions=options.staging_partitions,
-                 config={"retention.ms": str(_STAGING_RETENTION_MS)}, timeout=timeout)
+                 config={"retention.ms": str(_STAGING_RETENTION_MS),
+                         "max.message.bytes": str(_STAGING_MAX_MESSAGE_BYTES)}, timeout=timeout)
     create_topic(options.bootstrap_servers, options.ledger_topic, partitions=1,
                  config={"cleanup.policy": "compact"}, timeout=timeout)
 
@@ -253,37 +259,33 @@ def _produce_all(producer: Producer, topic: str, partition: int | None, rows: It
     return count
 
 
-def _arrow_rows(batches: list) -> Iterator[tuple[Any, Any]]:
-    for batch in batches:
-        names = batch.schema.names
-        values = batch.column(names.index("value")).to_pylist()
-        keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * len(values)
-        yield from zip(keys, values, strict=True)
-
-
 def stage_rows(options: SinkOptions, txn: TxnId, batches: Iterator) -> StagedRange:
     """Executor, in ``write()``: stage the task's Arrow batches in one committed staging transaction.
 
-    The batches are kept until the transaction commits, so a transient broker failure is retried
-    inside the task instead of failing it.
+    The rows are kept (as encoded blocks) until the transaction commits, so a transient broker
+    failure is retried inside the task instead of failing it.
     """
-    kept = list(batches)
+    blocks = list(encode_blocks(batches, options.staging_block_bytes))
+    rows = sum(count for _payload, count in blocks)
     partition = txn.partition % options.staging_partitions
     headers = [(STAGE_HEADER, str(txn).encode())]
     deadline = time.monotonic() + options.transaction_timeout_ms / 1000
 
     def body(producer: Producer) -> StagedRange:
         offsets = _Offsets()  # a fresh tally per attempt of the transaction
-        count = _produce_all(producer, options.staging_topic, partition, _arrow_rows(kept), headers, offsets)
+        records = _produce_all(producer, options.staging_topic, partition,
+                               ((None, payload) for payload, _count in blocks), headers, offsets)
         producer.flush(max(1.0, deadline - time.monotonic()))
         if offsets.error is not None:
             raise KafkaException(offsets.error)
-        if offsets.count != count:
+        if offsets.count != records:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "staged records were not all acknowledged",
                                             txn_requires_abort=True))
-        return StagedRange(str(txn), partition, offsets.first if count else -1, offsets.last if count else -1, count)
+        first, last = (offsets.first, offsets.last) if records else (-1, -1)
+        return StagedRange(str(txn), partition, first, last, records, rows)
 
-    staged = _transaction(options, staging_transactional_id(options.sink_id, txn.partition), {},
+    staged = _transaction(options, staging_transactional_id(options.sink_id, txn.partition),
+                          {"message.max.bytes": _STAGING_MAX_MESSAGE_BYTES},
                           f"staging batch {txn.batch_id} partition {txn.partition}", body, deadline)
     reached(f"{FAULT_POINTS}.after-stage")
     return staged
@@ -342,44 +344,58 @@ def _ledger_scan(consumer: Consumer, tp: TopicPartition, start: int, end: int, s
 
 def _copy_range(consumer: Consumer, producer: Producer, options: SinkOptions, staged: StagedRange,
                 deadline: float) -> int:
-    """Copy one staged range to the output topic inside the producer's open transaction."""
-    if staged.count == 0:
+    """Copy one staged range's rows to the output topic inside the producer's open transaction."""
+    if staged.records == 0:
         return 0
-    dense = staged.last_offset - staged.first_offset + 1 == staged.count  # nobody else wrote inside the range
+    dense = staged.last_offset - staged.first_offset + 1 == staged.records  # nobody else wrote inside the range
     marker = staged.txn_id.encode()
     consumer.assign([TopicPartition(options.staging_topic, staged.partition, staged.first_offset)])
-    produce, topic, last = producer.produce, options.topic, staged.last_offset
-    copied, done = 0, False
-    while not done:
+    records = rows = 0
+    for msg in _staged_records(consumer, staged, deadline):
+        if dense or _header(msg) == marker:
+            keys, values = decode_block(msg.value())
+            _produce_rows(producer, options.topic, keys, values)
+            records, rows = records + 1, rows + len(values)
+    if (records, rows) != (staged.records, staged.count):
+        raise RuntimeError(f"{SINK_NAME}: staged range {staged.to_dict()} holds {records} committed records with "
+                           f"{rows} rows of its transaction, expected {staged.records} with {staged.count}: staged "
+                           "rows are lost; refusing to commit.")
+    return rows
+
+
+def _staged_records(consumer: Consumer, staged: StagedRange, deadline: float) -> Iterator[Any]:
+    """The committed staging records from the consumer's position up to the range's last offset."""
+    last, seen = staged.last_offset, None
+    while True:
         if time.monotonic() >= deadline:
             raise RuntimeError(
-                f"{SINK_NAME}: staged records {staged.to_dict()} could not be read within copyTimeoutMs; "
-                f"found {copied} of {staged.count}. They are committed, so the broker is unreachable or the "
-                "staging topic's retention removed them.")
-        for msg in consumer.consume(10000, timeout=0.05):
-            # the hot loop of the copy: one call per record where possible (this runs once per row, on the driver)
+                f"{SINK_NAME}: staged records {staged.to_dict()} could not be read within copyTimeoutMs (last "
+                f"offset read: {seen}). They are committed, so the broker is unreachable or the staging topic's "
+                "retention removed them.")
+        for msg in consumer.consume(1000, timeout=0.05):
             if msg.error() is not None:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(msg.error())
-                done = done or msg.offset() > last
+                if msg.offset() > last:
+                    return
                 continue
-            offset = msg.offset()
-            if offset > last:
-                done = True
-                break
-            if dense or _header(msg) == marker:
-                try:
-                    produce(topic, msg.value(), msg.key())
-                except BufferError:
-                    _produce_all(producer, topic, None, [(msg.key(), msg.value())], None, None)
-                copied += 1
-            if offset == last:
-                done = True
-                break
-    if copied != staged.count:
-        raise RuntimeError(f"{SINK_NAME}: staged range {staged.to_dict()} holds {copied} committed records of "
-                           f"its transaction, expected {staged.count}: staged rows are lost; refusing to commit.")
-    return copied
+            if msg.offset() > last:
+                return
+            seen = msg.offset()
+            yield msg
+            if msg.offset() == last:
+                return
+
+
+def _produce_rows(producer: Producer, topic: str, keys: list, values: list) -> None:
+    """The hot loop of the copy, once per row on the driver: one produce call per row where possible."""
+    produce = producer.produce
+    for index, (key, value) in enumerate(zip(keys, values, strict=True)):
+        try:
+            produce(topic, value, key)
+        except BufferError:  # the local queue is full: let deliveries drain, then the rest the slow way
+            _produce_all(producer, topic, None, zip(keys[index:], values[index:], strict=True), None, None)
+            return
 
 
 def _header(msg) -> bytes | None:

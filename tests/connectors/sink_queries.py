@@ -25,4 +25,5 @@ def kafka_to_kafka(spark, params):
     return (_source(spark, params).select("key", "value").writeStream.format(KAFKA_SINK_NAME)
             .option("kafka.bootstrap.servers", params["bootstrap"]).option("topic", params["output"])
             .option("sinkId", params["sink_id"]).option("stagingPartitions", str(params.get("staging_partitions", 8)))
+            .option("stagingBlockBytes", str(params.get("staging_block_bytes", 2048)))  # several records a task
             .option("checkpointLocation", params["checkpoint"]).trigger(processingTime="200 milliseconds"))

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException, Producer
 
 from connectors import kafka_write_ahead as wa
 from connectors.kafka_sink_options import parse_sink_options
+from connectors.row_blocks import encode_blocks
 from connectors.twophase import TxnId
 from harness.errors import ConfigurationError
 from harness.kafka_clients import client_conf, create_topic, read_topic
@@ -24,6 +25,7 @@ def options(stack):
     create_topic(bootstrap, topic, partitions=3)
     opts = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
                                "sinkId": f"s{uuid.uuid4().hex[:8]}", "stagingPartitions": "2",
+                               "stagingBlockBytes": "16",  # ~3 rows a staging record: ranges span many records
                                "copyTimeoutMs": "30000", "transactionTimeoutMs": "30000"})
     wa.ensure_topics(opts)
     return opts
@@ -65,6 +67,28 @@ def test_staging_partitions_shared_by_several_tasks_are_separated_by_transaction
     assert _output(options) == _values(list(range(200, 220)) + list(range(0, 20)))
 
 
+def test_records_of_other_attempts_inside_a_staged_range_are_not_copied(options):
+    # two attempts whose transactions were open at the same time interleave in one staging partition
+    ours, theirs = (TxnId.new(options.sink_id, 2, 0, attempt) for attempt in (0, 1))
+    our_blocks = list(encode_blocks([_batch(range(100, 140))], 16))
+    their_blocks = list(encode_blocks([_batch(range(500, 540))], 16))
+    writer = Producer(client_conf(options.bootstrap_servers, **{"transactional.id": f"interleave-{options.sink_id}"}))
+    writer.init_transactions(10)
+    writer.begin_transaction()
+    our_offsets: list[int] = []
+    for our_block, their_block in zip(our_blocks, their_blocks, strict=True):
+        writer.produce(options.staging_topic, value=our_block[0], partition=1,
+                       headers=[(wa.STAGE_HEADER, str(ours).encode())],
+                       on_delivery=lambda err, msg: our_offsets.append(msg.offset()))
+        writer.produce(options.staging_topic, value=their_block[0], partition=1,
+                       headers=[(wa.STAGE_HEADER, str(theirs).encode())])
+    writer.commit_transaction(10)
+    staged = wa.StagedRange(str(ours), 1, min(our_offsets), max(our_offsets), len(our_blocks), 40)
+    assert staged.last_offset - staged.first_offset + 1 > staged.records  # not dense: the header decides
+    assert wa.commit_batch(options, 2, [staged])["rows"] == 40
+    assert _output(options) == _values(range(100, 140))
+
+
 def test_a_later_batch_is_committed_and_an_earlier_replay_is_skipped(options):
     wa.commit_batch(options, 4, [_stage(options, 4, 0, range(10))])
     wa.commit_batch(options, 5, [_stage(options, 5, 0, range(10, 20))])
@@ -104,9 +128,12 @@ def test_an_open_transaction_of_a_dead_committer_is_aborted_and_its_batch_redone
 
 def test_staged_rows_that_are_not_there_are_refused_not_skipped(options):
     staged = _stage(options, 0, 0, range(10))
-    missing = wa.StagedRange(staged.txn_id, staged.partition, staged.first_offset, staged.last_offset, 11)
-    with pytest.raises(RuntimeError, match="staged rows are lost"):
-        wa.commit_batch(options, 0, [missing])
+    assert staged.records > 1
+    fields = staged.to_dict()
+    for missing in (wa.StagedRange(**{**fields, "count": staged.count + 1}),
+                    wa.StagedRange(**{**fields, "records": staged.records + 1, "last_offset": staged.last_offset + 1})):
+        with pytest.raises(RuntimeError, match="staged rows are lost"):
+            wa.commit_batch(options, 0, [missing])
     assert wa.last_committed_batch(options) is None and _output(options) == []
 
 
@@ -122,6 +149,9 @@ def test_options_are_validated_with_the_option_named(stack):
     base = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t", "sinkId": "s"}
     with pytest.raises(ConfigurationError, match="stagingPartitions"):
         parse_sink_options({**base, "stagingPartitions": "0"})
+    for bad_block in ("0", "9000000", "1k"):
+        with pytest.raises(ConfigurationError, match="stagingBlockBytes"):
+            parse_sink_options({**base, "stagingBlockBytes": bad_block})
     with pytest.raises(ConfigurationError, match="Unknown option"):
         parse_sink_options({**base, "tpoic": "x"})
     with pytest.raises(ConfigurationError, match="kafka.transactional.id"):
