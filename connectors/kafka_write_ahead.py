@@ -119,8 +119,8 @@ def _producer(options: SinkOptions, transactional_id: str, extra: dict[str, obje
             conf = client_conf(options.bootstrap_servers, **{
                 "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
                 "transaction.timeout.ms": options.transaction_timeout_ms, "linger.ms": 5,
-                "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, **extra,
-                **options.kafka_conf})
+                "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, **options.kafka_conf,
+                **extra})  # the sink's own settings for this producer win
             producer = Producer(conf)
             producer.init_transactions(options.transaction_timeout_ms / 1000)
             _producers[key] = producer
@@ -174,6 +174,9 @@ def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, o
             _abort_or_forget(options, transactional_id, producer, kafka_exc or exc, deadline)
             if kafka_exc is None:
                 raise
+            if _error(kafka_exc) is not None and _error(kafka_exc).code() in _PERMANENT:
+                raise RuntimeError(f"{SINK_NAME}: {what} failed: {_error(kafka_exc).str()}. "
+                                   f"{_PERMANENT[_error(kafka_exc).code()]}") from None
             last = kafka_exc
             time.sleep(0.2)
     raise RuntimeError(f"{SINK_NAME}: {what} did not commit before its deadline; last error: {last}") from last
@@ -210,6 +213,16 @@ def _abort_or_forget(options: SinkOptions, transactional_id: str, producer: Prod
         except KafkaException:
             pass
     _forget(options, transactional_id)
+
+
+# errors a retry cannot heal -> what to do about them
+_TOO_LARGE = ("A row is larger than the sink's producer (message.max.bytes, 1000000 by default: set "
+              "kafka.message.max.bytes) or the output topic (its max.message.bytes) accepts.")
+_DENIED = "The broker's ACLs refuse the sink's producers: grant them write and transactional access."
+_PERMANENT = {KafkaError.MSG_SIZE_TOO_LARGE: _TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE: _TOO_LARGE,
+              KafkaError.INVALID_RECORD: "The broker refused a record as invalid.",
+              KafkaError.TOPIC_AUTHORIZATION_FAILED: _DENIED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _DENIED,
+              KafkaError.CLUSTER_AUTHORIZATION_FAILED: _DENIED}
 
 
 class _Done:

@@ -172,3 +172,16 @@ def test_a_cached_staging_producer_fenced_by_another_worker_is_replaced_not_fata
     staged = _stage(options, 1, 1, range(5, 15))
     wa.commit_batch(options, 1, [staged])
     assert staged.count == 10 and _output(options) == _values(range(5, 15))
+
+
+def test_a_row_too_large_for_the_output_fails_the_commit_at_once_with_what_to_do(options):
+    import time
+
+    big = pa.RecordBatch.from_pydict({"key": pa.array([b"k"], pa.binary()),
+                                      "value": pa.array([bytes(1_500_000)], pa.binary())})
+    staged = wa.stage_rows(options, TxnId.new(options.sink_id, 0, 0, 0), iter([big]))  # staging takes it
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="kafka.message.max.bytes"):
+        wa.commit_batch(options, 0, [staged])
+    assert time.monotonic() - started < 15  # not retried until copyTimeoutMs (30 s here)
+    assert wa.last_committed_batch(options) is None and _output(options) == []
