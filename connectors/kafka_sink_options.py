@@ -63,13 +63,6 @@ def _topic_name(options: Mapping[str, str], name: str, default: str | None) -> s
     return value
 
 
-def _block_bytes(options: Mapping[str, str]) -> int:
-    value = _RULES.integer(options, "stagingBlockBytes", 524288, 1)
-    if value > _MAX_BLOCK_BYTES:  # a staging record must stay well under its topic's max.message.bytes
-        raise _RULES.bad("stagingBlockBytes", options.get("stagingBlockBytes"))
-    return value
-
-
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate Spark's option map; raise :class:`ConfigurationError` on the first problem."""
     options = _RULES.canonical(options)
@@ -100,7 +93,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         staging_topic=_topic_name(options, "stagingTopic", f"{topic}.{sink_id}.staging"),
         ledger_topic=_topic_name(options, "ledgerTopic", f"{topic}.{sink_id}.ledger"),
         staging_partitions=_RULES.integer(options, "stagingPartitions", 8, 1),
-        staging_block_bytes=_block_bytes(options),
+        # a staging record (a block) must stay well under its topic's max.message.bytes
+        staging_block_bytes=_RULES.integer(options, "stagingBlockBytes", 524288, 1, _MAX_BLOCK_BYTES),
         transaction_timeout_ms=_RULES.integer(options, "transactionTimeoutMs", 60000, 1000),
         copy_timeout_ms=_RULES.integer(options, "copyTimeoutMs", 60000, 1),
         kafka_conf={k.removeprefix("kafka."): str(v) for k, v in options.items()

@@ -174,9 +174,9 @@ def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, o
             _abort_or_forget(options, transactional_id, producer, kafka_exc or exc, deadline)
             if kafka_exc is None:
                 raise
-            if _error(kafka_exc) is not None and _error(kafka_exc).code() in _PERMANENT:
-                raise RuntimeError(f"{SINK_NAME}: {what} failed: {_error(kafka_exc).str()}. "
-                                   f"{_PERMANENT[_error(kafka_exc).code()]}") from None
+            err = _error(kafka_exc)
+            if err is not None and err.code() in _PERMANENT:
+                raise RuntimeError(f"{SINK_NAME}: {what} failed: {err.str()}. {_PERMANENT[err.code()]}") from None
             last = kafka_exc
             time.sleep(0.2)
     raise RuntimeError(f"{SINK_NAME}: {what} did not commit before its deadline; last error: {last}") from last

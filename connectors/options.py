@@ -32,7 +32,8 @@ class OptionRules:
         return ConfigurationError(f"Option {option}={value!r} is not valid for the {self.connector}.",
                                   hint=f"{option} takes {self.known[option]}.")
 
-    def integer(self, options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    def integer(self, options: Mapping[str, str], name: str, default: int | None, minimum: int,
+                maximum: int | None = None) -> int | None:
         raw = options.get(name)
         if raw is None:
             return default
@@ -40,7 +41,7 @@ class OptionRules:
             value = int(str(raw).strip())
         except ValueError:
             raise self.bad(name, raw) from None
-        if value < minimum:
+        if value < minimum or (maximum is not None and value > maximum):
             raise self.bad(name, raw)
         return value
 
