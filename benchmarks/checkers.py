@@ -1,6 +1,6 @@
 """Benchmark: the exactly-once checkers on a large seeded ledger (SPEC §9: 10M records in seconds).
 
-    python -m benchmarks.checkers --records 10000000 --keys 10000 --seed 1 --out reports/bench/checkers.json
+    python -m streamcert.benchmarks.checkers --records 10000000 --keys 10000 --seed 1 --out reports/bench/checkers.json
 
 Generates a ledger and an output with a few injected faults of every kind (so each checker does real
 work and must find exactly what was injected), times each checker with ``time.perf_counter``, and
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.checkers import CheckResult, combined_valid, exactly_once_checkers
+from streamcert.harness.verify.checkers import CheckResult, combined_valid, exactly_once_checkers
 
 __all__ = ["Workload", "make_workload", "run_benchmark", "main"]
 
@@ -251,7 +251,7 @@ def _table(results: list[CheckResult], timings: dict[str, dict], total: float, m
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.checkers", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.checkers", description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)

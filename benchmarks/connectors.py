@@ -1,6 +1,6 @@
 """Benchmark: reference connector throughput against Spark's built-in Kafka connector and the raw broker (SPEC §9).
 
-    python -m benchmarks.connectors --records 1000000 --record-bytes 100 --out reports/bench/connectors.json
+    python -m streamcert.benchmarks.connectors --records 1000000 --record-bytes 100 --out reports/bench/connectors.json
 
 One local stack, one Spark session (local[2], like the machine), one topic loaded once with
 ``--records`` records of ``--record-bytes`` (read_committed, no aborts). Every case drains the whole
@@ -47,7 +47,7 @@ _RATIOS = {
 def _raw_consume(bootstrap: str, topic: str, expected: int) -> int:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    from harness.kafka_clients import client_conf, end_offsets
+    from streamcert.harness.stack.kafka_clients import client_conf, end_offsets
 
     ends = end_offsets(bootstrap, topic)
     consumer = Consumer(client_conf(bootstrap, **{"group.id": f"bench-{uuid.uuid4().hex[:6]}",
@@ -87,7 +87,7 @@ def _drain(writer, checkpoint: Path) -> int:
 
 
 def _case_writers(spark, env, topic: str, workdir: Path) -> dict[str, Callable[[], Any]]:
-    from harness.kafka_clients import create_topic
+    from streamcert.harness.stack.kafka_clients import create_topic
 
     bootstrap = env.endpoints.bootstrap_servers
 
@@ -123,15 +123,15 @@ def _case_writers(spark, env, topic: str, workdir: Path) -> dict[str, Callable[[
 def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Sequence[str], workdir: Path,
                   repeats: int = 1, results: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measure ``cases``; fills ``results`` as it goes (so an interrupted run still has what it measured)."""
-    from connectors.kafka_sink import KafkaTwoPhaseSink
-    from connectors.kafka_source import KafkaOffsetSource
-    from connectors.pg_sink import PostgresTwoPhaseSink
-    from harness.environment import Environment, EnvironmentConfig
-    from harness.install import ensure_spark_kafka
-    from harness.kafka_clients import create_topic
-    from harness.progress import step
-    from harness.spark import SparkConfig
-    from harness.workload import WorkloadSpec, load_topic
+    from streamcert.connectors.kafka_sink import KafkaTwoPhaseSink
+    from streamcert.connectors.kafka_source import KafkaOffsetSource
+    from streamcert.connectors.pg_sink import PostgresTwoPhaseSink
+    from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+    from streamcert.harness.stack.install import ensure_spark_kafka
+    from streamcert.harness.stack.kafka_clients import create_topic
+    from streamcert.harness.progress import step
+    from streamcert.harness.stack.spark import SparkConfig
+    from streamcert.harness.run.workload import WorkloadSpec, load_topic
 
     builtin_jars, builtin_error = [], None
     if {"builtin_source_noop", "source_builtin_kafka_sink"} & set(cases):
@@ -194,7 +194,7 @@ def _ratios(cases: dict[str, Any]) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.connectors", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.connectors", description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import tempfile
 
-    from harness.errors import StreamcertError
+    from streamcert.harness.errors import StreamcertError
 
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "benchmark": "connectors", "complete": False,

@@ -15,7 +15,7 @@ How it avoids the seed's three traps:
    one. Here a key's group is ``pmod(xxhash64(key), key_groups)`` with ``key_groups`` fixed for the
    life of the checkpoint (recorded in state; a change is refused with an error), and each group's
    buffer is its own state. Spark's state partitions play Flink's key groups: their number is pinned
-   by the checkpoint, and a rescale (``harness.state.repartition_state``, pyspark's offline
+   by the checkpoint, and a rescale (``streamcert.harness.run.state.repartition_state``, pyspark's offline
    ``_streamingCheckpointManager.repartition``) moves whole groups, with their buffers and timers.
 2. *Restored state cannot emit until new input arrives.* Flush deadlines are processing-time
    timers in the state store (``timeMode="ProcessingTime"``), and Spark runs no-data micro-batches
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.errors import ConfigurationError
+from streamcert.spi.errors import ConfigurationError
 
 __all__ = ["ROCKSDB_PROVIDER", "TICK_GROUP", "OUTPUT_SCHEMA", "ITEM_FIELDS", "Flush", "plan_flush", "BatchAggregator",
            "aggregate_batches"]

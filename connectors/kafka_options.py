@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.errors import ConfigurationError
+from streamcert.spi.errors import ConfigurationError
 
-from .options import OptionRules
+from streamcert.spi.options import OptionRules
 
 __all__ = ["SourceOptions", "parse_source_options", "KNOWN_OPTIONS"]
 

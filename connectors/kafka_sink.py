@@ -1,10 +1,10 @@
 """The reference two-phase-commit sink for Kafka: ``writeStream.format("streamcert-kafka-2pc")``.
 
 Exactly-once into a Kafka topic by write-ahead (the protocol is in
-:mod:`connectors.kafka_write_ahead`); read the output with ``isolation.level=read_committed``.
+:mod:`streamcert.connectors.kafka_write_ahead`); read the output with ``isolation.level=read_committed``.
 Input columns: ``value`` (binary or string, required) and ``key`` (binary or string, optional);
 output partitions follow the key with Java's murmur2, like Kafka's own clients. Options are in
-:mod:`connectors.kafka_sink_options`. Where each part runs:
+:mod:`streamcert.connectors.kafka_sink_options`. Where each part runs:
 
 - ``streamWriter`` (driver; Spark may build the writer again in each Python worker it uses):
   validate options and schema, check the output topic exists, create the staging and ledger topics;
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from harness.errors import ConfigurationError
+from streamcert.spi.errors import ConfigurationError
 
 from .kafka_sink_options import SINK_NAME, SinkOptions, parse_sink_options
 from .kafka_write_ahead import StagedRange, commit_batch, ensure_topics, stage_rows

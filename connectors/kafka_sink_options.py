@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.errors import ConfigurationError
+from streamcert.spi.errors import ConfigurationError
 
-from .options import OptionRules
+from streamcert.spi.options import OptionRules
 from .twophase import validate_sink_id
 
 __all__ = ["SINK_NAME", "SinkOptions", "parse_sink_options", "KNOWN_SINK_OPTIONS"]

@@ -10,7 +10,7 @@ Where each part runs (PySpark's Python data source API):
 
 Offsets are ``{topic: {partition: next_offset}}`` in Spark's checkpoint (``offsets/N``),
 so a restart at any parallelism sees every partition's position. Reader tasks get
-partitions by seed 000's rule (:mod:`connectors.assignment`). New partitions are found
+partitions by seed 000's rule (:mod:`streamcert.connectors.assignment`). New partitions are found
 at most every ``partitionDiscoveryIntervalMs`` and read from their start. With
 ``maxRecordsPerBatch`` a batch reads at most that many offsets; ``Trigger.AvailableNow``
 stops exactly at the end offsets seen when the query started.
@@ -92,7 +92,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            from harness.kafka_clients import LIBRDKAFKA_LOGGER
+            from .kafka_client import LIBRDKAFKA_LOGGER
 
             self._admin = AdminClient({"bootstrap.servers": self.options.bootstrap_servers,
                                        "logger": LIBRDKAFKA_LOGGER, **self.options.kafka_conf})
@@ -216,7 +216,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         from confluent_kafka import Consumer, TopicPartition
 
-        from harness.kafka_clients import LIBRDKAFKA_LOGGER
+        from .kafka_client import LIBRDKAFKA_LOGGER
 
         consumer = Consumer({"bootstrap.servers": self.options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
                              "group.id": self.options.commit_to_group, "enable.auto.commit": False,
@@ -236,7 +236,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Runs on an executor: read exactly ``[from, until)`` of each assigned partition."""
         from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-        from harness.kafka_clients import LIBRDKAFKA_LOGGER
+        from .kafka_client import LIBRDKAFKA_LOGGER
 
         consumer = Consumer({
             "bootstrap.servers": self.options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,

@@ -4,9 +4,9 @@ librdkafka cannot hand an open transaction to another process, so a task cannot 
 Kafka transaction for the driver to commit. The same protocol is realised in two steps instead:
 
 - **pre-commit** (:func:`stage_rows`, on executors): the task writes its rows to a *staging*
-  topic in its own Kafka transaction, packed in blocks (:mod:`connectors.row_blocks`, one record
+  topic in its own Kafka transaction, packed in blocks (:mod:`streamcert.connectors.row_blocks`, one record
   per block of ``stagingBlockBytes``, 512 KiB by default), each record carrying the task attempt's transaction id
-  (:class:`~connectors.twophase.TxnId`) in a header, commits it, and reports the staged range
+  (:class:`~streamcert.connectors.twophase.TxnId`) in a header, commits it, and reports the staged range
   (:class:`StagedRange`: partition, first and last offset, records, rows) in its commit message. The
   staging producer's ``transactional.id`` is stable per (sink, Spark partition): a new attempt
   fences the zombie of the last one, whose open transaction is aborted;
@@ -39,9 +39,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from harness.errors import ConfigurationError
-from harness.fault_points import reached
-from harness.kafka_clients import client_conf, create_topic
+from streamcert.spi.errors import ConfigurationError
+from streamcert.spi.fault_points import reached
+from .kafka_client import client_conf, create_topic
 
 from .kafka_sink_options import SINK_NAME, SinkOptions
 from .row_blocks import decode_block, encode_blocks

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
-from harness.errors import ConfigurationError
-from harness.fault_points import reached
+from streamcert.spi.errors import ConfigurationError
+from streamcert.spi.fault_points import reached
 
 from .pg_participant import SPARK_TO_PG, PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
 from .twophase import Coordinator, TxnId, validate_sink_id

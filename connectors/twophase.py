@@ -28,8 +28,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.errors import ConfigurationError
-from harness.fault_points import reached
+from streamcert.spi.errors import ConfigurationError
+from streamcert.spi.fault_points import reached
 
 __all__ = ["TxnId", "Participant", "DecisionLog", "Coordinator", "validate_sink_id"]
 

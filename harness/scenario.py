@@ -2,7 +2,7 @@
 
 A :class:`Scenario` is data. :func:`run_scenario` creates the input and output
 topics, starts the observer on the output, starts the connector's query in a
-:class:`~harness.driver.DriverProcess`, loads the workload, carries out the
+:class:`~streamcert.harness.run.driver.DriverProcess`, loads the workload, carries out the
 schedule (each fault started and stopped at its time, recorded in the
 history), waits until every acknowledged record is visible (or a quiet
 timeout), then runs the checkers and the metrics. The result is saved as
@@ -21,17 +21,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkers import combined_valid, exactly_once_checkers, run_checks
-from .driver import DriverProcess, QuerySpec
-from .errors import ConfigurationError
-from .executor_faults import executor_fault_for
-from .faults import DriverKillFault, DriverPointFault, Fault, RescaleFault, TaskPointFault, fault_for
-from .history import History
-from .kafka_clients import create_topic
-from .metrics import summarize
-from .observer import KafkaObserver
-from .schedule import FaultSpec
-from .workload import WorkloadSpec, load_topic
+from streamcert.harness.verify.checkers import combined_valid, exactly_once_checkers, run_checks
+from streamcert.harness.run.driver import DriverProcess, QuerySpec
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.faults.executor import executor_fault_for
+from streamcert.harness.faults.nemeses import DriverKillFault, DriverPointFault, Fault, RescaleFault, TaskPointFault, fault_for
+from streamcert.harness.run.history import History
+from streamcert.harness.stack.kafka_clients import create_topic
+from streamcert.harness.verify.metrics import summarize
+from streamcert.harness.run.observers.kafka import KafkaObserver
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.workload import WorkloadSpec, load_topic
 
 __all__ = ["SCHEMA_VERSION", "Scenario", "RunResult", "run_scenario"]
 
@@ -41,7 +41,7 @@ SCHEMA_VERSION = 1
 @dataclass
 class Scenario:
     """What to run. The connector's builder gets params plus input_topic, output_topic, bootstrap, checkpoint
-    and fault_trigger_dir (for :func:`harness.executor_faults.failure_point`)."""
+    and fault_trigger_dir (for :func:`streamcert.harness.faults.executor.failure_point`)."""
 
     name: str
     builder: str
@@ -148,7 +148,7 @@ def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result:
         return load_topic(bootstrap, topic, scenario.workload)
     if scenario.load != "open_loop":
         raise ConfigurationError(f"Scenario load {scenario.load!r} is not known.", hint="Use bulk or open_loop.")
-    from .load import run_open_loop
+    from streamcert.harness.run.load import run_open_loop
 
     loaded = run_open_loop(bootstrap, topic, scenario.workload, scenario.load_duration_s, scenario.load_users,
                            workdir / "load")

@@ -17,8 +17,8 @@ import sys
 import threading
 from typing import Sequence
 
-from harness.errors import StreamcertError
-from harness.providers import PROVIDERS
+from streamcert.harness.errors import StreamcertError
+from streamcert.harness.stack.providers import PROVIDERS
 
 from . import __version__
 
@@ -47,7 +47,7 @@ def _terminal_width() -> int:
 # -- env check -------------------------------------------------------------------
 
 def _env_check(args: argparse.Namespace) -> int:
-    from harness.doctor import required_failures, run_checks
+    from streamcert.harness.stack.doctor import required_failures, run_checks
 
     checks = run_checks()
     failures = required_failures(checks)
@@ -67,8 +67,8 @@ def _env_check(args: argparse.Namespace) -> int:
 # -- env up ----------------------------------------------------------------------
 
 def _env_up(args: argparse.Namespace) -> int:
-    from harness.environment import Environment, EnvironmentConfig
-    from harness.spark import SparkConfig
+    from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+    from streamcert.harness.stack.spark import SparkConfig
 
     config = EnvironmentConfig(provider=args.provider, kafka_heap_mb=args.kafka_heap_mb,
                                spark=SparkConfig(master=args.spark_master) if args.spark else None)
@@ -91,7 +91,7 @@ def _env_up(args: argparse.Namespace) -> int:
 # -- env smoke -------------------------------------------------------------------
 
 def _env_smoke(args: argparse.Namespace) -> int:
-    from harness.smoke import failed_expectations, run_smoke
+    from streamcert.harness.stack.smoke import failed_expectations, run_smoke
 
     result = run_smoke(provider=args.provider, spark_master=args.spark_master)
     failed = failed_expectations(result)
@@ -118,7 +118,7 @@ def _positive_int(text: str) -> int:
 
 
 def _master(text: str) -> str:
-    from harness.spark import validate_master
+    from streamcert.harness.stack.spark import validate_master
 
     try:
         return validate_master(text)
@@ -127,7 +127,7 @@ def _master(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from harness.spark import DEFAULT_MASTER
+    from streamcert.harness.stack.spark import DEFAULT_MASTER
 
     parser = argparse.ArgumentParser(
         prog="streamcert",

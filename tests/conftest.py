@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.environment import Environment, EnvironmentConfig
-from harness.spark import SparkConfig
+from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+from streamcert.harness.stack.spark import SparkConfig
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,9 @@
 
 from pyspark.sql import functions as F
 
-from connectors.aggregator import aggregate_batches
-from connectors.kafka_sink import SINK_NAME, KafkaTwoPhaseSink
-from connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+from streamcert.connectors.aggregator import aggregate_batches
+from streamcert.connectors.kafka_sink import SINK_NAME, KafkaTwoPhaseSink
+from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
 
 
 def kafka_batches_to_kafka(spark, params):

@@ -1,9 +1,9 @@
 """Query builders (run in a DriverProcess) for the 2PC sinks' tests: the offset source into each sink."""
 
-from connectors.kafka_sink import SINK_NAME as KAFKA_SINK_NAME
-from connectors.kafka_sink import KafkaTwoPhaseSink
-from connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
-from connectors.pg_sink import SINK_NAME, PostgresTwoPhaseSink
+from streamcert.connectors.kafka_sink import SINK_NAME as KAFKA_SINK_NAME
+from streamcert.connectors.kafka_sink import KafkaTwoPhaseSink
+from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+from streamcert.connectors.pg_sink import SINK_NAME, PostgresTwoPhaseSink
 
 
 def _source(spark, params):

@@ -1,6 +1,6 @@
 """Query builders (run in a DriverProcess) for the offset source's recovery tests."""
 
-from connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
 
 
 def kafka_to_files(spark, params):

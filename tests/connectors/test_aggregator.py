@@ -12,15 +12,15 @@ import uuid
 import pandas as pd
 import pytest
 
-from connectors.aggregator import ROCKSDB_PROVIDER
-from harness.checkers import AggregatorBatchChecker, exactly_once_checkers, run_checks
-from harness.checkpoint import state_partitions
-from harness.driver import DriverProcess, QuerySpec
-from harness.faults import DriverPointFault, RescaleFault
-from harness.history import History
-from harness.kafka_clients import create_topic, read_topic
-from harness.schedule import FaultSpec
-from harness.workload import WorkloadSpec, decode_values, load_topic
+from streamcert.connectors.aggregator import ROCKSDB_PROVIDER
+from streamcert.harness.verify.checkers import AggregatorBatchChecker, exactly_once_checkers, run_checks
+from streamcert.harness.run.checkpoint import state_partitions
+from streamcert.harness.run.driver import DriverProcess, QuerySpec
+from streamcert.harness.faults.nemeses import DriverPointFault, RescaleFault
+from streamcert.harness.run.history import History
+from streamcert.harness.stack.kafka_clients import create_topic, read_topic
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.workload import WorkloadSpec, decode_values, load_topic
 
 pytestmark = pytest.mark.integration
 

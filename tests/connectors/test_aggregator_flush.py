@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.aggregator import plan_flush
+from streamcert.connectors.aggregator import plan_flush
 
 
 def _items(keys: str, start_ms: int = 0, partition: int = 0, first_offset: int = 0) -> list[tuple]:

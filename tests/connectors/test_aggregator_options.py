@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.aggregator import ROCKSDB_PROVIDER, aggregate_batches
-from harness.errors import ConfigurationError
+from streamcert.connectors.aggregator import ROCKSDB_PROVIDER, aggregate_batches
+from streamcert.harness.errors import ConfigurationError
 
 pytestmark = pytest.mark.integration
 

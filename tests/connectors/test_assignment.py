@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.assignment import assign, java_string_hash, start_index, task_for
+from streamcert.connectors.assignment import assign, java_string_hash, start_index, task_for
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.kafka_offsets import from_json, limit_rows, ranges, to_json
+from streamcert.connectors.kafka_offsets import from_json, limit_rows, ranges, to_json
 
 
 def test_json_round_trip_uses_string_partitions():

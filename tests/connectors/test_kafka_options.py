@@ -2,8 +2,8 @@
 
 import pytest
 
-from connectors.kafka_options import parse_source_options
-from harness.errors import ConfigurationError
+from streamcert.connectors.kafka_options import parse_source_options
+from streamcert.harness.errors import ConfigurationError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a, b"}
 

@@ -8,14 +8,14 @@ import uuid
 import pandas as pd
 import pytest
 
-from connectors.row_blocks import decode_block
-from harness.checkers import exactly_once_checkers, run_checks
-from harness.driver import DriverProcess, QuerySpec
-from harness.faults import BrokerFault, DriverPointFault, RescaleFault, TaskPointFault
-from harness.history import History
-from harness.kafka_clients import create_topic, read_topic
-from harness.schedule import FaultSpec
-from harness.workload import WorkloadSpec, decode_values, load_topic
+from streamcert.connectors.row_blocks import decode_block
+from streamcert.harness.verify.checkers import exactly_once_checkers, run_checks
+from streamcert.harness.run.driver import DriverProcess, QuerySpec
+from streamcert.harness.faults.nemeses import BrokerFault, DriverPointFault, RescaleFault, TaskPointFault
+from streamcert.harness.run.history import History
+from streamcert.harness.stack.kafka_clients import create_topic, read_topic
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.workload import WorkloadSpec, decode_values, load_topic
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
-from harness.kafka_clients import add_partitions, create_topic, produce
-from harness.workload import WorkloadSpec, decode_values, load_topic
+from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+from streamcert.harness.stack.kafka_clients import add_partitions, create_topic, produce
+from streamcert.harness.run.workload import WorkloadSpec, decode_values, load_topic
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +91,7 @@ def test_partitions_added_while_running_are_read_from_earliest(stack, tmp_path):
         add_partitions(bootstrap, topic, 3)
         from confluent_kafka import Producer
 
-        from harness.kafka_clients import client_conf
+        from streamcert.harness.stack.kafka_clients import client_conf
 
         producer = Producer(client_conf(bootstrap))
         for partition in (1, 2):

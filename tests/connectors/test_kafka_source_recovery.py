@@ -6,14 +6,14 @@ import uuid
 
 import pytest
 
-from harness.driver import DriverProcess, QuerySpec
-from harness.faults import DriverKillFault, RescaleFault
-from harness.file_sink import read_committed_table
-from harness.history import History
-from harness.kafka_clients import create_topic
-from harness.schedule import FaultSpec
-from harness.spark_events import event_log_conf, read_events
-from harness.workload import WorkloadSpec, decode_values, load_topic
+from streamcert.harness.run.driver import DriverProcess, QuerySpec
+from streamcert.harness.faults.nemeses import DriverKillFault, RescaleFault
+from streamcert.harness.run.observers.files import read_committed_table
+from streamcert.harness.run.history import History
+from streamcert.harness.stack.kafka_clients import create_topic
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.verify.spark_events import event_log_conf, read_events
+from streamcert.harness.run.workload import WorkloadSpec, decode_values, load_topic
 
 pytestmark = pytest.mark.integration
 

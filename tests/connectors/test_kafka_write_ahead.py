@@ -8,12 +8,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from connectors import kafka_write_ahead as wa
-from connectors.kafka_sink_options import parse_sink_options
-from connectors.row_blocks import encode_blocks
-from connectors.twophase import TxnId
-from harness.errors import ConfigurationError
-from harness.kafka_clients import client_conf, create_topic, read_topic
+from streamcert.connectors import kafka_write_ahead as wa
+from streamcert.connectors.kafka_sink_options import parse_sink_options
+from streamcert.connectors.row_blocks import encode_blocks
+from streamcert.connectors.twophase import TxnId
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.kafka_clients import client_conf, create_topic, read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.kafka_write_ahead import _kafka_exception
+from streamcert.connectors.kafka_write_ahead import _kafka_exception
 
 
 def test_a_kafka_exception_is_itself():

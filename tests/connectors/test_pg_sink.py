@@ -7,12 +7,12 @@ import uuid
 import psycopg
 import pytest
 
-from harness.driver import DriverProcess, QuerySpec
-from harness.faults import DriverPointFault, TaskPointFault
-from harness.history import History
-from harness.kafka_clients import create_topic
-from harness.schedule import FaultSpec
-from harness.workload import WorkloadSpec, decode_values, load_topic
+from streamcert.harness.run.driver import DriverProcess, QuerySpec
+from streamcert.harness.faults.nemeses import DriverPointFault, TaskPointFault
+from streamcert.harness.run.history import History
+from streamcert.harness.stack.kafka_clients import create_topic
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.workload import WorkloadSpec, decode_values, load_topic
 
 pytestmark = pytest.mark.integration
 

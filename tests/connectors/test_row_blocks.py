@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from connectors.row_blocks import decode_block, encode_blocks
+from streamcert.connectors.row_blocks import decode_block, encode_blocks
 
 
 def _rows(blocks):

@@ -7,9 +7,9 @@ import uuid
 import psycopg
 import pytest
 
-from connectors.pg_participant import PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
-from connectors.twophase import Coordinator, TxnId, validate_sink_id
-from harness.errors import ConfigurationError
+from streamcert.connectors.pg_participant import PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
+from streamcert.connectors.twophase import Coordinator, TxnId, validate_sink_id
+from streamcert.harness.errors import ConfigurationError
 
 
 def test_txn_id_round_trip_and_foreign_ids():

@@ -1,7 +1,7 @@
 """Query builders for the executor-fault tests, run in a driver child process (``module:function`` references)."""
 
-from harness.executor_faults import failure_point
-from harness.smoke import CountingSource
+from streamcert.harness.faults.executor import failure_point
+from streamcert.harness.stack.smoke import CountingSource
 
 __all__ = ["counting_to_files", "counting_through_failure_point"]
 

@@ -1,6 +1,6 @@
 """Query builders the driver-process tests run in a child process (``module:function`` references)."""
 
-from harness.smoke import CountingSource
+from streamcert.harness.stack.smoke import CountingSource
 
 
 def counting_to_files(spark, params):

@@ -9,8 +9,8 @@ duplicate checker must see it.
 
 import time
 
-from connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
-from harness.fault_points import reached
+from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+from streamcert.spi.fault_points import reached
 
 
 def kafka_to_kafka_at_least_once(spark, params):
@@ -23,7 +23,7 @@ def kafka_to_kafka_at_least_once(spark, params):
     def write(batch, _batch_id):
         from confluent_kafka import Producer
 
-        from harness.kafka_clients import client_conf
+        from streamcert.harness.stack.kafka_clients import client_conf
 
         producer = Producer(client_conf(bootstrap, **{"linger.ms": 5}))
         for row in batch.select("key", "value").toLocalIterator():

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from harness.scenario import Scenario, run_scenario
-from harness.schedule import FaultSpec
-from harness.workload import WorkloadSpec
+from streamcert.harness.scenario import Scenario, run_scenario
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.workload import WorkloadSpec
 
 pytestmark = pytest.mark.integration
 

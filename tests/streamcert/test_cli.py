@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.smoke import EXPECTATIONS
+from streamcert.harness.stack.smoke import EXPECTATIONS
 from streamcert.cli import main
 
 
@@ -36,7 +36,7 @@ def test_bad_arguments_are_refused_fast_with_exit_2(args, needle):
 
 
 def test_unavailable_provider_is_one_paragraph_with_a_hint(monkeypatch, capsys):
-    monkeypatch.setattr("harness.providers.docker_available", lambda timeout=3.0: False)
+    monkeypatch.setattr("streamcert.harness.stack.providers.docker_available", lambda timeout=3.0: False)
     code = main(["env", "smoke", "--provider", "testcontainers"])
     err = capsys.readouterr().err
     assert code == 2
@@ -119,6 +119,6 @@ def test_env_up_prints_endpoints_and_stops_cleanly_on_sigterm():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    from harness.process import processes_with_token
+    from streamcert.harness.stack.process import processes_with_token
 
     assert processes_with_token(endpoints["run_token"]) == []

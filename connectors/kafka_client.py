@@ -1,0 +1,48 @@
+"""The reference Kafka connectors' confluent-kafka settings and topic creation.
+
+Runs wherever the connector runs (driver and executors). librdkafka's own log lines (a refused connection while
+a broker restarts, say) go to a quiet logger, not to the executors' stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+__all__ = ["LIBRDKAFKA_LOGGER", "client_conf", "create_topic"]
+
+LIBRDKAFKA_LOGGER = logging.getLogger("streamcert.connectors.librdkafka")
+LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
+LIBRDKAFKA_LOGGER.propagate = False
+
+
+def client_conf(bootstrap: str, **extra: object) -> dict[str, object]:
+    """Base configuration of every client a reference connector makes."""
+    return {"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOGGER, **extra}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, config: Mapping[str, str] | None = None,
+                 timeout: float = 30.0) -> None:
+    """Create ``topic`` unless it exists, then wait until every partition has a leader."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_conf(bootstrap, **{"socket.timeout.ms": 5000}))
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=dict(config or {}))],
+                                  request_timeout=timeout)
+    try:
+        futures[topic].result(timeout=timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions and all(
+                p.leader >= 0 for p in meta.partitions.values()):
+            return
+        if time.monotonic() >= deadline:
+            raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE,
+                                            f"topic {topic!r} has no leader for every partition after {timeout:.0f}s"))
+        time.sleep(0.1)

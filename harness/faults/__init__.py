@@ -1,0 +1,1 @@
+"""Faults (Jepsen's nemeses): schedules as data, and the faults that carry them out, each recorded in the history."""

@@ -1,0 +1,286 @@
+"""The driver process: a Spark streaming query in a child process that the harness can SIGKILL and restart.
+
+The parent describes the query as data (:class:`QuerySpec`): a builder named
+``module:function`` that takes ``(spark, params)`` and returns a started
+``StreamingQuery`` (or a ``DataStreamWriter`` to start), the checkpoint, and
+the Spark settings. The child (``python -m streamcert.harness.run.driver``) runs it and
+appends one JSON line per event to ``events.jsonl``: ``started``,
+``progress`` (batchId, numInputRows, ...), ``terminated`` (with the error,
+if any). ``kill()`` sends SIGKILL to the child's whole process group (the
+Python driver, its JVM and Python workers): a crash, with no chance to clean
+up. ``restart()`` runs the same spec (optionally changed, e.g. other
+parallelism) from the same checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
+from streamcert.harness.errors import ConfigurationError, StartupFailed
+from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
+from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, reap
+
+__all__ = ["DRIVER_TOKEN_VAR", "QuerySpec", "DriverProcess", "load_builder"]
+
+#: Marks every process of one driver attempt. PySpark's Python worker daemon puts itself in a
+#: process group of its own, so killing the driver's group alone would leave workers behind.
+DRIVER_TOKEN_VAR = "STREAMCERT_DRIVER_TOKEN"
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A streaming query, as data a child process can rebuild.
+
+    The builder is called as ``builder(spark, params)`` with ``params["checkpoint"]``
+    set to ``checkpoint``.
+    """
+
+    builder: str
+    checkpoint: str
+    params: dict[str, Any] = field(default_factory=dict)
+    master: str = "local[2,3]"
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    packages: tuple[str, ...] = ()
+
+    def replace(self, **changes: Any) -> "QuerySpec":
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "QuerySpec":
+        data = json.loads(text)
+        data["packages"] = tuple(data.get("packages", ()))
+        return cls(**data)
+
+
+def load_builder(reference: str) -> Callable[..., Any]:
+    """Resolve ``module:function``; a clear error when it does not exist."""
+    module_name, _, attr = reference.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"Query builder {reference!r} is not of the form module:function.",
+                                 hint="For example tests.harness.queries:counting_to_memory.")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"Cannot import {module_name!r} for query builder {reference!r}: {exc}.",
+                                 hint="Is the module on PYTHONPATH / installed in this interpreter?") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigurationError(f"Module {module_name!r} has no {attr!r}.",
+                                 hint=f"Check the name; the module defines: "
+                                 f"{', '.join(n for n in dir(module) if not n.startswith('_'))[:200]}") from None
+
+
+class DriverProcess(ProcessBacked):
+    """One run of a :class:`QuerySpec` in a child process; a context manager."""
+
+    def __init__(self, spec: QuerySpec, workdir: Path, run_token: str = "", name: str = "driver") -> None:
+        load_builder(spec.builder)  # fail in the parent, fast, on a bad reference
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.run_token = run_token
+        self.name = name
+        self.attempt = 0
+        self._process: ManagedProcess | None = None
+        self._driver_token = ""
+
+    @property
+    def fault_points_dir(self) -> Path:
+        """Where :mod:`streamcert.spi.fault_points` triggers for this driver are armed."""
+        return self.workdir / "fault-points"
+
+    @property
+    def events_file(self) -> Path:
+        return self.workdir / f"{self.name}-events.jsonl"
+
+    def start(self) -> None:
+        if self._process is not None and self._process.is_running():
+            return
+        self.attempt += 1
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
+        spec_file.write_text(self.spec.to_json())
+        self._driver_token = uuid.uuid4().hex
+        env = dict(os.environ, PYTHONUNBUFFERED="1",
+                   **{DRIVER_TOKEN_VAR: self._driver_token, POINTS_DIR_VAR: str(self.fault_points_dir)})
+        if self.run_token:
+            env[RUN_TOKEN_VAR] = self.run_token
+        self._process = ManagedProcess(
+            f"driver {self.name} (attempt {self.attempt})",
+            [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file), str(self.attempt)],
+            self.workdir / f"{self.name}-{self.attempt}.log", env=env, stop_timeout=60,
+        )
+        self._process.start()
+
+    def stop(self) -> None:
+        """Ask the query to stop (SIGTERM), then force it; idempotent."""
+        super().stop()
+        self._reap()
+
+    def kill(self) -> None:
+        """SIGKILL the driver and everything it started (JVM, Python workers): a crash."""
+        super().kill()
+        self._reap()
+
+    def _reap(self) -> None:
+        if self._driver_token:
+            reap(self._driver_token, var=DRIVER_TOKEN_VAR)
+
+    def restart(self, **changes: Any) -> None:
+        """Kill what runs (if anything) and start again from the same checkpoint, with ``changes`` to the spec."""
+        self.kill()
+        if changes:
+            self.spec = self.spec.replace(**changes)
+        self.start()
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.is_running()
+
+    def exit_code(self) -> int | None:
+        return self._process.exit_code() if self._process else None
+
+    def tail(self, lines: int = 30) -> str:
+        return self._process.tail(lines) if self._process else ""
+
+    def events(self, attempt: int | None = None) -> list[dict[str, Any]]:
+        """Events reported so far (by ``attempt``, or all attempts)."""
+        if not self.events_file.exists():
+            return []
+        out = []
+        for line in self.events_file.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by SIGKILL
+                continue
+            if attempt is None or event.get("attempt") == attempt:
+                out.append(event)
+        return out
+
+    def checkpoint(self) -> CheckpointState:
+        return checkpoint_state(Path(self.spec.checkpoint))
+
+    def wait_for(self, predicate: Callable[["DriverProcess"], bool], what: str, timeout: float = 120.0,
+                 interval: float = 0.02) -> None:
+        """Wait until ``predicate(self)``; fail with the driver's log if it dies or time runs out."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self):
+            if not self.is_running():
+                if predicate(self):
+                    return
+                raise StartupFailed(f"The driver exited (code {self.exit_code()}) before {what}.",
+                                    hint=f"Look at {self.workdir}.", details=self.tail())
+            if time.monotonic() > deadline:
+                raise StartupFailed(f"Timed out after {timeout:.0f}s waiting for {what}.",
+                                    hint="The query may be stuck or slow; look at the driver log.",
+                                    details=self.tail())
+            time.sleep(interval)
+
+    def wait_for_batches(self, count: int, timeout: float = 120.0) -> None:
+        """Wait until this attempt has completed ``count`` batches that read rows."""
+        attempt = self.attempt
+
+        def enough(driver: "DriverProcess") -> bool:
+            return sum(1 for e in driver.events(attempt) if e["event"] == "progress"
+                       and e.get("numInputRows", 0) > 0) >= count
+
+        self.wait_for(enough, f"{count} batch(es) with input", timeout)
+
+    def wait_until_terminated(self, timeout: float = 120.0) -> dict[str, Any]:
+        """Wait for the query to end by itself (e.g. ``availableNow``); return its ``terminated`` event."""
+        attempt = self.attempt
+
+        def ended(driver: "DriverProcess") -> bool:
+            return any(e["event"] == "terminated" for e in driver.events(attempt))
+
+        self.wait_for(ended, "the query to terminate", timeout)
+        return next(e for e in self.events(attempt) if e["event"] == "terminated")
+
+
+# -- the child ---------------------------------------------------------------------
+
+def _child(spec_file: str, events_file: str, attempt: int) -> int:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from streamcert.harness.stack.spark import SparkConfig, spark_session
+
+    spec = QuerySpec.from_json(Path(spec_file).read_text())
+    # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
+    os.environ[DRIVER_PID_VAR] = str(os.getpid())
+    lock = threading.Lock()
+    events = open(events_file, "a", buffering=1)
+
+    def emit(kind: str, **fields: Any) -> None:
+        with lock:
+            events.write(json.dumps({"event": kind, "attempt": attempt, "pid": os.getpid(), "time": time.time(),
+                                     **fields}) + "\n")
+            events.flush()
+
+    class _Reporter(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            emit("started", id=str(event.id), runId=str(event.runId))
+
+        def onQueryProgress(self, event) -> None:
+            progress = event.progress
+            emit("progress", batchId=progress.batchId, numInputRows=progress.numInputRows,
+                 durationMs=dict(progress.durationMs), sources=[json.loads(s.json) for s in progress.sources])
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            emit("terminated", error=event.exception)
+
+    spark = spark_session(SparkConfig(master=spec.master, conf=spec.spark_conf, packages=spec.packages,
+                                      app_name=f"streamcert-driver-{attempt}"))
+    spark.streams.addListener(_Reporter())
+    stopping = threading.Event()
+
+    def on_term(_signum, _frame) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    built = load_builder(spec.builder)(spark, {**spec.params, "checkpoint": spec.checkpoint})
+    query = built.start() if hasattr(built, "start") and not hasattr(built, "awaitTermination") else built
+    try:
+        while query.isActive and not stopping.is_set():
+            query.awaitTermination(0.2)
+    except Exception as exc:  # the query failed; its terminated event carries the error
+        emit("failed", error=f"{type(exc).__name__}: {exc}")
+        return 1
+    finally:
+        if query.isActive:
+            _stop_between_batches(query)
+        time.sleep(0.5)  # let the listener deliver the terminated event
+        events.close()
+    return 0
+
+
+def _stop_between_batches(query, timeout: float = 30.0) -> None:
+    """Stop when no trigger runs, so the last batch is committed (the offline state repartition needs that).
+
+    A batch can still start between the check and the stop; callers that need a committed last batch
+    check the checkpoint afterwards (:func:`streamcert.harness.run.state.stop_cleanly`).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.01)
+    query.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3])))

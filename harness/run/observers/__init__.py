@@ -1,0 +1,1 @@
+"""Observers: read back what a connector wrote, one module per output kind."""

@@ -1,0 +1,315 @@
+"""The workload: seeded keyed records, a fast bulk loader, and the ledger of what the broker acknowledged.
+
+A record is ``(key, seq, id, produced_at, payload)``: ``id`` is unique in the
+run, ``seq`` counts the records of one key from 0 (committed records only),
+``produced_at`` is when ``produce()`` was called. The record's value starts
+with a fixed-width ASCII header carrying ``id``, ``seq`` and ``produced_at``,
+so any connector's output can be decoded back (:func:`decode_values`) without
+trusting the connector to carry extra columns; the rest is padding up to
+``record_bytes``.
+
+With ``aborted_fraction > 0`` records are written in transactions of
+``transaction_records`` and that share of transactions is aborted: those
+records reach the log but must never appear downstream. Their ``seq`` is -1.
+
+The :class:`Ledger` is the ground truth the checkers read: one row per record
+whose fate the broker told us (``status`` ``acked`` or ``aborted``), plus
+``indeterminate`` ones (the produce timed out: maybe written, maybe not; a
+checker must not call them lost, nor unexpected).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from streamcert.harness.errors import ConfigurationError
+
+__all__ = [
+    "HEADER_BYTES",
+    "WorkloadSpec",
+    "plan",
+    "encode_value",
+    "decode_values",
+    "Ledger",
+    "load_topic",
+]
+
+_MAGIC = b"SC1"
+# magic(3) + id(16) + seq+1(12) + produced_at in microseconds(16) + '|'(1)
+HEADER_BYTES = 48
+_SKEWS = ("uniform", "zipf")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What to produce. Same spec and seed, same records (ids, keys, seqs, partitions, aborted set)."""
+
+    total: int = 10_000
+    keys: int = 100
+    partitions: int = 4
+    skew: str = "uniform"
+    zipf_exponent: float = 1.2
+    record_bytes: int = 100
+    rate: float | None = None
+    aborted_fraction: float = 0.0
+    transaction_records: int = 100
+    seed: int = 0
+
+    def validate(self) -> "WorkloadSpec":
+        def bad(option: str, value: Any, allowed: str) -> ConfigurationError:
+            return ConfigurationError(f"Workload option {option}={value!r} is not valid.", hint=f"Use {allowed}.")
+
+        if self.total < 1:
+            raise bad("total", self.total, "a positive number of records")
+        if self.keys < 1:
+            raise bad("keys", self.keys, "a positive number of keys")
+        if self.partitions < 1:
+            raise bad("partitions", self.partitions, "a positive number of partitions")
+        if self.skew not in _SKEWS:
+            raise bad("skew", self.skew, " or ".join(_SKEWS))
+        if self.zipf_exponent <= 0:
+            raise bad("zipf_exponent", self.zipf_exponent, "a positive exponent (1.2 is typical)")
+        if self.record_bytes < HEADER_BYTES:
+            raise bad("record_bytes", self.record_bytes, f"at least {HEADER_BYTES} (the header's size)")
+        if self.rate is not None and self.rate <= 0:
+            raise bad("rate", self.rate, "a positive number of records per second, or None for as fast as possible")
+        if not 0 <= self.aborted_fraction < 1:
+            raise bad("aborted_fraction", self.aborted_fraction, "a fraction in [0, 1)")
+        if self.transaction_records < 1:
+            raise bad("transaction_records", self.transaction_records, "a positive number of records")
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan(spec: WorkloadSpec) -> pd.DataFrame:
+    """Every record of the workload, before producing: id, key, key_index, seq, partition, txn, aborted."""
+    spec.validate()
+    rng = np.random.default_rng(spec.seed)
+    if spec.skew == "uniform":
+        key_index = rng.integers(0, spec.keys, spec.total, dtype=np.int64)
+    else:
+        weights = 1.0 / np.power(np.arange(1, spec.keys + 1, dtype=np.float64), spec.zipf_exponent)
+        key_index = rng.choice(spec.keys, size=spec.total, p=weights / weights.sum()).astype(np.int64)
+    ids = np.arange(spec.total, dtype=np.int64)
+    txn = ids // spec.transaction_records
+    if spec.aborted_fraction > 0:
+        aborted_txn = rng.random(int(txn[-1]) + 1) < spec.aborted_fraction
+        aborted = aborted_txn[txn]
+    else:
+        aborted = np.zeros(spec.total, dtype=bool)
+    frame = pd.DataFrame({"id": ids, "key_index": key_index, "txn": txn, "aborted": aborted})
+    frame["seq"] = np.int64(-1)
+    committed = ~frame["aborted"].to_numpy()
+    frame.loc[committed, "seq"] = frame.loc[committed].groupby("key_index").cumcount().to_numpy()
+    frame["partition"] = (key_index % spec.partitions).astype(np.int32)
+    frame["key"] = _key_names(key_index)
+    return frame[["id", "key", "key_index", "seq", "partition", "txn", "aborted"]]
+
+
+def _key_names(key_index: np.ndarray) -> np.ndarray:
+    names = np.char.add("k", np.char.zfill(key_index.astype(str), 6))
+    return names.astype(object)
+
+
+def encode_value(record_id: int, seq: int, produced_at: float, record_bytes: int) -> bytes:
+    """The record's value: fixed-width header, then padding up to ``record_bytes``."""
+    header = b"%s%016d%012d%016d|" % (_MAGIC, record_id, seq + 1, int(produced_at * 1_000_000))
+    return header + b"x" * (record_bytes - HEADER_BYTES)
+
+
+def decode_values(values) -> pd.DataFrame:
+    """Vectorised inverse of :func:`encode_value` for a sequence of values: id, seq, produced_at.
+
+    Values that do not carry the header (written by someone else, or corrupted)
+    decode to id -1, so checkers can report them as unexpected.
+    """
+    headers = np.array([v[:HEADER_BYTES] if v is not None else b"" for v in values], dtype=f"S{HEADER_BYTES}")
+    raw = headers.view(np.uint8).reshape(-1, HEADER_BYTES)
+    valid = (raw[:, 0] == ord("S")) & (raw[:, 1] == ord("C")) & (raw[:, 2] == ord("1")) & (raw[:, 47] == ord("|"))
+    digits = raw[:, 3:47].astype(np.int64) - ord("0")
+    valid &= ((digits >= 0) & (digits <= 9)).all(axis=1)
+    record_id = _digits_to_int(digits[:, 0:16])
+    seq = _digits_to_int(digits[:, 16:28]) - 1
+    micros = _digits_to_int(digits[:, 28:44])
+    return pd.DataFrame({
+        "id": np.where(valid, record_id, -1),
+        "seq": np.where(valid, seq, -1),
+        "produced_at": np.where(valid, micros / 1_000_000, np.nan),
+    })
+
+
+def _digits_to_int(digits: np.ndarray) -> np.ndarray:
+    powers = 10 ** np.arange(digits.shape[1] - 1, -1, -1, dtype=np.int64)
+    return digits @ powers
+
+
+class Ledger:
+    """What the workload wrote and what the broker said about it. Columns:
+
+    id, key, seq, partition, offset, produced_at, acked_at, aborted, status
+    (``acked`` | ``aborted`` | ``indeterminate``).
+    """
+
+    COLUMNS = ("id", "key", "seq", "partition", "offset", "produced_at", "acked_at", "aborted", "status")
+
+    def __init__(self, frame: pd.DataFrame, spec: WorkloadSpec | None = None, topic: str | None = None) -> None:
+        missing = set(self.COLUMNS) - set(frame.columns)
+        if missing:
+            raise ConfigurationError(f"A ledger needs columns {sorted(missing)}.",
+                                     hint="Read ledgers written by streamcert (Ledger.read).")
+        self.frame = frame.reset_index(drop=True)
+        self.spec = spec
+        self.topic = topic
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def counts(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in self.frame["status"].value_counts().items()}
+
+    def for_checkers(self) -> pd.DataFrame:
+        """The ledger as checkers take it: acknowledged and aborted records (indeterminate ones left out)."""
+        known = self.frame[self.frame["status"] != "indeterminate"]
+        return known[["id", "key", "seq", "produced_at", "aborted"]].reset_index(drop=True)
+
+    def write(self, path: Path) -> Path:
+        import json
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(self.frame, preserve_index=False)
+        meta = {b"streamcert.schema_version": b"1",
+                b"streamcert.spec": json.dumps(self.spec.as_dict() if self.spec else None).encode(),
+                b"streamcert.topic": (self.topic or "").encode()}
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path)
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> "Ledger":
+        import json
+
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        meta = table.schema.metadata or {}
+        spec_json = json.loads(meta.get(b"streamcert.spec", b"null"))
+        spec = WorkloadSpec(**spec_json) if spec_json else None
+        topic = meta.get(b"streamcert.topic", b"").decode() or None
+        return cls(table.to_pandas(), spec, topic)
+
+
+def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float = 120.0,
+               producer_conf: dict[str, Any] | None = None) -> Ledger:
+    """Produce the whole workload into ``topic`` (which must exist with ``spec.partitions`` partitions).
+
+    As fast as the broker takes it when ``spec.rate`` is None, else paced at
+    ``spec.rate`` records/s (open loop: the schedule does not wait for acks).
+    Returns the ledger; never raises for individual failed records (they are
+    ``indeterminate`` in the ledger).
+    """
+    from confluent_kafka import Producer
+
+    from streamcert.harness.stack.kafka_clients import client_conf
+    from streamcert.harness.progress import step
+
+    records = plan(spec)
+    n = len(records)
+    ids = records["id"].to_numpy()
+    seqs = records["seq"].to_numpy()
+    partitions = records["partition"].to_numpy()
+    keys = [k.encode() for k in records["key"].to_numpy()]
+    txns = records["txn"].to_numpy()
+    aborted_plan = records["aborted"].to_numpy()
+    transactional = bool(aborted_plan.any())
+
+    produced_at = np.full(n, np.nan)
+    acked_at = np.full(n, np.nan)
+    offsets = np.full(n, -1, dtype=np.int64)
+    failed = np.zeros(n, dtype=bool)
+
+    def on_delivery(err, msg) -> None:
+        record_id = int(msg.value()[3:19])
+        if err is not None:
+            failed[record_id] = True
+            return
+        offsets[record_id] = msg.offset()
+        acked_at[record_id] = time.time()
+
+    conf = {"linger.ms": 5, "batch.size": 1_000_000, "compression.type": "none", "acks": "all",
+            "enable.idempotence": True, "message.timeout.ms": int(timeout * 1000), **(producer_conf or {})}
+    if transactional:
+        conf["transactional.id"] = f"streamcert-workload-{topic}-{spec.seed}"
+        conf.setdefault("transaction.timeout.ms", max(60_000, int(conf["message.timeout.ms"])))
+    producer = Producer(client_conf(bootstrap, **conf))
+    txn_failed: set[int] = set()
+    with step(f"Loading {n:,} records into {topic}") as progress:
+        if transactional:
+            producer.init_transactions(timeout)
+        began = time.time()
+        current_txn = -1
+        for i in range(n):
+            if transactional and txns[i] != current_txn:
+                if current_txn >= 0:
+                    _end_transaction(producer, bool(aborted_plan[i - 1]), timeout, txn_failed, current_txn)
+                current_txn = int(txns[i])
+                producer.begin_transaction()
+            if spec.rate is not None:
+                delay = began + i / spec.rate - time.time()
+                if delay > 0:
+                    producer.poll(0)
+                    time.sleep(delay)
+            now = time.time()
+            produced_at[i] = now
+            value = encode_value(int(ids[i]), int(seqs[i]), now, spec.record_bytes)
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=keys[i], partition=int(partitions[i]),
+                                     on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            if i % 10_000 == 0:
+                producer.poll(0)
+                progress.update(f"{i:,}/{n:,}")
+        if transactional and current_txn >= 0:
+            _end_transaction(producer, bool(aborted_plan[n - 1]), timeout, txn_failed, current_txn)
+        producer.flush(timeout)
+
+    aborted = aborted_plan | np.isin(txns, list(txn_failed))
+    acked = ~np.isnan(acked_at) & ~failed
+    status = np.where(aborted, "aborted", np.where(acked, "acked", "indeterminate"))
+    frame = pd.DataFrame({
+        "id": ids, "key": records["key"].to_numpy(), "seq": np.where(aborted, -1, seqs),
+        "partition": partitions, "offset": offsets, "produced_at": produced_at, "acked_at": acked_at,
+        "aborted": aborted, "status": status,
+    })
+    return Ledger(frame, spec, topic)
+
+
+def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int], txn: int) -> None:
+    from confluent_kafka import KafkaException
+
+    if abort:
+        # Flush first: abort_transaction() purges unsent records, and an aborted record that never
+        # reached the log would not test a reader's isolation at all.
+        producer.flush(timeout)
+        producer.abort_transaction(timeout)
+        return
+    try:
+        producer.commit_transaction(timeout)
+    except KafkaException:
+        # A commit that fails is aborted; its records must then never be seen.
+        txn_failed.add(txn)
+        producer.abort_transaction(timeout)

@@ -1,0 +1,1 @@
+"""The stack: Kafka, Toxiproxy, PostgreSQL and Spark, by provider, with installers, process control and checks."""

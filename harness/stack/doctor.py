@@ -1,0 +1,162 @@
+"""``streamcert env check``: what the chosen provider needs, what is there, what is missing.
+
+Every check says whether it is required, what was found, and a hint when it
+fails; nothing here installs anything or starts a server.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from streamcert.harness.stack.cache import cache_dir
+from streamcert.harness.errors import StreamcertError
+from streamcert.harness.stack.install import (KAFKA_VERSION, TOXIPROXY_VERSION, find_go, find_java, kafka_lib_dir,
+                      postgres_bin_dir, toxiproxy_binary)
+from streamcert.harness.stack.process import RUN_TOKEN_VAR
+from streamcert.harness.stack.providers import docker_available
+
+__all__ = ["Check", "run_checks", "required_failures", "stray_processes"]
+
+_PACKAGES = ("pyspark", "confluent_kafka", "psycopg", "pyarrow", "pandas", "numpy", "toxiproxy", "locust",
+             "testcontainers", "requests", "rich")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    required: bool
+    detail: str
+    hint: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _python() -> Check:
+    version = ".".join(map(str, sys.version_info[:3]))
+    return Check("python", sys.version_info >= (3, 11), True, f"{version} at {sys.executable}",
+                 "" if sys.version_info >= (3, 11) else "streamcert needs Python 3.11 or newer.")
+
+
+def _packages() -> Check:
+    # find_spec, not import: importing locust monkey-patches the whole process with gevent.
+    missing = [name for name in _PACKAGES if importlib.util.find_spec(name) is None]
+    found = [name for name in _PACKAGES if name not in missing]
+    try:
+        spark_version = importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        spark_version = "absent"
+    ok = not missing and spark_version.startswith("4.3")
+    detail = f"pyspark {spark_version}; " + (f"missing: {', '.join(missing)}" if missing else f"{len(found)} ok")
+    return Check("python packages", ok, True, detail,
+                 "" if ok else "Install streamcert into this interpreter: `pip install -e .` (pyspark 4.3.x).")
+
+
+def _java() -> Check:
+    try:
+        info = find_java()
+    except StreamcertError as exc:
+        return Check("java", False, True, exc.message, exc.hint or "")
+    return Check("java", True, True, f"{info.version_line} ({info.path})")
+
+
+def _docker() -> Check:
+    up = docker_available()
+    return Check("docker daemon", up, False,
+                 "answers: provider auto = testcontainers" if up else "not answering: provider auto = local")
+
+
+def _kafka() -> Check:
+    lib = kafka_lib_dir()
+    if (lib / ".complete").exists() or any(lib.glob("kafka_2.13-*.jar")):
+        return Check(f"kafka {KAFKA_VERSION} jars", True, True, f"cached in {lib}")
+    mvn = shutil.which("mvn")
+    return Check(f"kafka {KAFKA_VERSION} jars", bool(mvn), True,
+                 f"not cached; Maven {'found: will resolve them on first start' if mvn else 'missing'}",
+                 "" if mvn else "Install Maven (`apt-get install maven`) or set STREAMCERT_KAFKA_LIB.")
+
+
+def _toxiproxy() -> Check:
+    binary = toxiproxy_binary()
+    if binary.exists():
+        return Check(f"toxiproxy {TOXIPROXY_VERSION}", True, True, f"cached at {binary}")
+    go = find_go()
+    return Check(f"toxiproxy {TOXIPROXY_VERSION}", bool(go), True,
+                 f"not cached; Go {'found: will build it on first start' if go else 'missing'}",
+                 "" if go else "Install Go 1.22+ or set STREAMCERT_TOXIPROXY_BIN.")
+
+
+def _postgres() -> Check:
+    found = postgres_bin_dir()
+    if found is not None and (found / "postgres").exists():
+        return Check("postgresql server", True, True, f"{found}")
+    can_install = os.geteuid() == 0 and bool(shutil.which("apt-get"))
+    return Check("postgresql server", can_install, True,
+                 "not installed; " + ("will apt-get install it on first start" if can_install
+                                      else "cannot install it (not root, or no apt-get)"),
+                 "" if can_install else "Install the postgresql package or set STREAMCERT_PG_BIN.")
+
+
+def _cache() -> Check:
+    try:
+        folder = cache_dir()
+        probe = folder / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        return Check("cache folder", False, True, str(exc), "Set STREAMCERT_CACHE to a writable folder.")
+    return Check("cache folder", True, True, str(folder))
+
+
+def _loopback() -> Check:
+    try:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+    except OSError as exc:
+        return Check("loopback", False, True, str(exc), "streamcert binds 127.0.0.1 only; enable loopback.")
+    return Check("loopback", True, True, "127.0.0.1 bindable")
+
+
+def stray_processes() -> list[int]:
+    """Pids of processes carrying any streamcert run token (left by a run that was killed)."""
+    needle = f"{RUN_TOKEN_VAR}=".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                if any(item.startswith(needle) for item in handle.read().split(b"\0")):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _strays() -> Check:
+    pids = [pid for pid in stray_processes() if pid != os.getppid()]
+    return Check("leftover processes", not pids, False,
+                 "none" if not pids else f"{len(pids)} from earlier runs: {pids[:10]}",
+                 "" if not pids else "Kill them (`kill -9 PID`); they hold ports and memory.")
+
+
+CHECKS: tuple[Callable[[], Check], ...] = (_python, _packages, _java, _docker, _kafka, _toxiproxy, _postgres,
+                                           _cache, _loopback, _strays)
+
+
+def run_checks() -> list[Check]:
+    return [check() for check in CHECKS]
+
+
+def required_failures(checks: list[Check]) -> list[Check]:
+    return [check for check in checks if check.required and not check.ok]
+
+

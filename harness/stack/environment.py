@@ -1,0 +1,301 @@
+"""The environment: broker, Toxiproxy, PostgreSQL and Spark, started and stopped as one.
+
+Every client connection to Kafka and PostgreSQL goes through a Toxiproxy
+*link* (``kafka_link``, ``postgres_link``) where network faults are injected;
+:attr:`Environment.endpoints` gives the proxied addresses (what connectors
+use) and the direct ones (for admin work and raw-broker baselines).
+
+>>> with Environment(EnvironmentConfig(spark=SparkConfig())) as env:   # doctest: +SKIP
+...     env.endpoints.bootstrap_servers, env.spark
+
+``stop`` is idempotent, runs on errors during ``start`` too, and finishes by
+killing any process that still carries the run token, so a run never leaves
+a server behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka
+from streamcert.harness.stack.ports import LOOPBACK, free_port
+from streamcert.harness.stack.postgres import LocalPostgres
+from streamcert.harness.stack.process import processes_with_token, reap, wait_until
+from streamcert.harness.stack.providers import external_endpoints, select_provider
+from streamcert.harness.stack.spark import SparkConfig, SparkResource
+from streamcert.harness.stack.toxiproxy import Link, LocalToxiproxy, ToxiproxyApi
+
+__all__ = ["EnvironmentConfig", "Endpoints", "Environment"]
+
+
+@dataclass
+class EnvironmentConfig:
+    """What to start. ``spark=None`` starts no Spark session."""
+
+    provider: str = "auto"
+    kafka: bool = True
+    postgres: bool = True
+    spark: SparkConfig | None = None
+    kafka_heap_mb: int = 512
+    workdir: Path | None = None
+    keep_workdir: bool = False
+    start_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    bootstrap_servers: str | None
+    kafka_direct_bootstrap: str | None
+    toxiproxy_api: str | None
+    postgres_dsn: str | None
+    postgres_direct_dsn: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Environment:
+    """Starts what :class:`EnvironmentConfig` asks for, by provider; a context manager."""
+
+    def __init__(self, config: EnvironmentConfig | None = None) -> None:
+        self.config = config or EnvironmentConfig()
+        self.provider: str | None = None
+        self.run_token = uuid.uuid4().hex
+        self.workdir: Path | None = None
+        self.toxiproxy: Any = None
+        self.kafka: Any = None
+        self.postgres: Any = None
+        self.kafka_link: Link | None = None
+        self.postgres_link: Link | None = None
+        self._spark = SparkResource(self.config.spark, self.run_token) if self.config.spark else None
+        self._external = None
+        self._network: Any = None
+        self._own_workdir = False
+        self.startup_seconds: float | None = None
+        self._started = False
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def __enter__(self) -> "Environment":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "Environment":
+        if self._started:
+            return self
+        began = time.monotonic()
+        self.provider = select_provider(self.config.provider)
+        self._started = True
+        try:
+            self._make_workdir()
+            if self.provider == "local":
+                self._start_local()
+            elif self.provider == "testcontainers":
+                self._start_containers()
+            else:
+                self._start_external()
+            self._check_through_proxy()
+            if self._spark is not None:
+                self._spark.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        """Stop everything in reverse order; idempotent, safe before ``start``."""
+        errors = []
+        for action in (self._stop_spark, self._stop_postgres, self._stop_kafka, self._stop_toxiproxy,
+                       self._stop_network):
+            try:
+                action()
+            except Exception as exc:  # keep stopping the rest; report after
+                errors.append(exc)
+        reap(self.run_token)
+        if self.workdir is not None and self._own_workdir and not self.config.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        self._started = False
+        if errors:
+            raise errors[0]
+
+    # -- facts ---------------------------------------------------------------
+
+    @property
+    def spark(self):
+        """The SparkSession (started with the environment when ``config.spark`` is set)."""
+        if self._spark is None:
+            raise ConfigurationError("This environment was configured without Spark.",
+                                     hint="Pass EnvironmentConfig(spark=SparkConfig(...)).")
+        return self._spark.start()
+
+    @property
+    def endpoints(self) -> Endpoints:
+        kafka_direct = getattr(self.kafka, "direct_bootstrap", None)
+        pg_direct = getattr(self.postgres, "dsn", None)
+        if self._external is not None:
+            kafka_direct = kafka_direct or self._external.bootstrap_servers
+            pg_direct = pg_direct or self._external.postgres_dsn
+        return Endpoints(
+            bootstrap_servers=self.kafka_link.listen if self.kafka_link else kafka_direct,
+            kafka_direct_bootstrap=kafka_direct,
+            toxiproxy_api=self.toxiproxy_api.url if self.toxiproxy_api else None,
+            postgres_dsn=_dsn_via(pg_direct, self.postgres_link) if pg_direct else None,
+            postgres_direct_dsn=pg_direct,
+        )
+
+    @property
+    def toxiproxy_api(self) -> ToxiproxyApi | None:
+        if self.toxiproxy is not None:
+            return self.toxiproxy.api
+        if self._external is not None and self._external.toxiproxy_api:
+            host, _, port = self._external.toxiproxy_api.rpartition(":")
+            return ToxiproxyApi(host or LOOPBACK, int(port))
+        return None
+
+    def server_pids(self) -> dict[str, int | None]:
+        return {name: getattr(part, "pid", None) for name, part in
+                (("kafka", self.kafka), ("toxiproxy", self.toxiproxy), ("postgres", self.postgres))}
+
+    def leftover_processes(self) -> int:
+        """Processes of this run still alive (0 after ``stop``)."""
+        return len(processes_with_token(self.run_token))
+
+    # -- providers -------------------------------------------------------------
+
+    def _make_workdir(self) -> None:
+        if self.config.workdir is not None:
+            self.workdir = Path(self.config.workdir)
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            return
+        self.workdir = Path(tempfile.mkdtemp(prefix="streamcert-"))
+        # Traversable by the `postgres` account when we run as root (PostgreSQL refuses root).
+        os.chmod(self.workdir, 0o755)
+        self._own_workdir = True
+
+    def _start_local(self) -> None:
+        assert self.workdir is not None
+        self.toxiproxy = LocalToxiproxy(self.workdir / "toxiproxy", run_token=self.run_token)
+        self.toxiproxy.start()
+        api = self.toxiproxy.api
+        if self.config.kafka:
+            ports = KafkaPorts.allocate()
+            self.kafka_link = api.create_link("kafka", f"{LOOPBACK}:{ports.external}", free_port())
+            self.kafka = LocalKafka(self.workdir / "kafka", (LOOPBACK, self.kafka_link.listen_port), ports,
+                                    heap_mb=self.config.kafka_heap_mb, run_token=self.run_token,
+                                    start_timeout=self.config.start_timeout)
+            self.kafka.start()
+        if self.config.postgres:
+            self.postgres = LocalPostgres(self.workdir / "postgres", run_token=self.run_token,
+                                          start_timeout=self.config.start_timeout)
+            self.postgres.start()
+            self.postgres_link = api.create_link("postgres", f"{LOOPBACK}:{self.postgres.port}", free_port())
+
+    def _start_containers(self) -> None:
+        from streamcert.harness.stack.containers import start_container_stack
+
+        stack = start_container_stack(self.config, self.run_token)
+        self._network, self.toxiproxy, self.kafka, self.postgres = (
+            stack.network, stack.toxiproxy, stack.kafka, stack.postgres)
+        self.kafka_link, self.postgres_link = stack.kafka_link, stack.postgres_link
+
+    def _start_external(self) -> None:
+        self._external = external_endpoints()
+        api = self.toxiproxy_api
+        if api is None:
+            return
+        # Clients can only be routed through a user's Toxiproxy for PostgreSQL; Kafka's advertised
+        # listeners are the user's to set, so the Kafka link is created only when asked for.
+        if self.config.postgres and self._external.postgres_dsn:
+            host, port = _dsn_host_port(self._external.postgres_dsn)
+            # A run-specific name: the user's Toxiproxy may serve other runs at the same time.
+            self.postgres_link = api.create_link(f"postgres-{self.run_token[:8]}", f"{host}:{port}", free_port())
+
+    def _check_through_proxy(self) -> None:
+        bootstrap = self.endpoints.bootstrap_servers
+        if self.config.kafka and bootstrap:
+            from confluent_kafka.admin import AdminClient
+
+            from streamcert.harness.stack.kafka_clients import client_conf
+
+            def metadata_answers() -> bool:
+                admin = AdminClient(client_conf(bootstrap, **{"socket.timeout.ms": 3000}))
+                return bool(admin.list_topics(timeout=3).brokers)
+
+            wait_until(metadata_answers, what=f"Kafka metadata through {bootstrap}",
+                       timeout=self.config.start_timeout,
+                       hint="Check that the broker's advertised EXTERNAL listener is the proxy address.",
+                       evidence=self._kafka_tail)
+        dsn = self.endpoints.postgres_dsn
+        if self.config.postgres and dsn:
+            import psycopg
+
+            def select_one() -> bool:
+                with psycopg.connect(dsn, connect_timeout=3) as conn:
+                    return conn.execute("select 1").fetchone() == (1,)
+
+            wait_until(select_one, what="PostgreSQL through the proxy", timeout=self.config.start_timeout,
+                       hint="Check the PostgreSQL DSN and that the server accepts loopback connections.")
+
+    def _kafka_tail(self) -> str:
+        tail = getattr(self.kafka, "tail", None)
+        return tail() if tail else ""
+
+    # -- teardown steps ---------------------------------------------------------
+
+    def _stop_spark(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+
+    def _stop_postgres(self) -> None:
+        if self.postgres is not None and hasattr(self.postgres, "stop"):
+            self.postgres.stop()
+
+    def _stop_kafka(self) -> None:
+        if self.kafka is not None and hasattr(self.kafka, "stop"):
+            self.kafka.stop()
+
+    def _stop_toxiproxy(self) -> None:
+        if self.toxiproxy is not None:
+            self.toxiproxy.stop()
+        elif self._external is not None and self.postgres_link is not None:
+            try:
+                self.postgres_link.api.client().get_proxy(self.postgres_link.name).destroy()
+            except Exception:  # the user's Toxiproxy may be gone; nothing of ours is left there then
+                pass
+
+    def _stop_network(self) -> None:
+        if self._network is not None:
+            network, self._network = self._network, None
+            network.remove()
+
+
+def _dsn_host_port(dsn: str) -> tuple[str, int]:
+    import psycopg.conninfo
+
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    return str(params.get("host") or LOOPBACK), int(params.get("port") or 5432)
+
+
+def _dsn_via(dsn: str, link: Link | None) -> str:
+    """``dsn`` rewritten to connect through ``link`` (unchanged when there is no link)."""
+    if link is None:
+        return dsn
+    import psycopg.conninfo
+
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params.update(host=link.listen_host, port=str(link.listen_port))
+    return psycopg.conninfo.make_conninfo(**params)
+
+

@@ -1,0 +1,150 @@
+"""Small helpers over confluent-kafka used across the harness: topics, produce, read back.
+
+Everything takes a bootstrap address, normally the proxied one from
+:attr:`Environment.endpoints`, so faults on the Kafka link affect these calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterable, Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from streamcert.harness.errors import StartupFailed
+
+__all__ = ["client_conf", "create_topic", "add_partitions", "produce", "end_offsets", "read_topic"]
+
+#: librdkafka's own log lines (connection refused while a fault is active, ...) go here, not to stderr.
+LIBRDKAFKA_LOGGER = logging.getLogger("streamcert.librdkafka")
+LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
+LIBRDKAFKA_LOGGER.propagate = False
+
+
+def client_conf(bootstrap: str, **extra: object) -> dict[str, object]:
+    """Base configuration for any confluent-kafka client of the harness."""
+    return {"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOGGER, **extra}
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient(client_conf(bootstrap, **{"socket.timeout.ms": 5000}))
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: Mapping[str, str] | None = None,
+                 timeout: float = 30.0) -> None:
+    """Create ``topic`` (no error if it exists with the same name) and wait until it has a leader."""
+    admin = _admin(bootstrap)  # keep a reference: a collected client fails its pending futures
+    futures = admin.create_topics(
+        [NewTopic(topic, partitions, 1, config=dict(config or {}))], request_timeout=timeout)
+    try:
+        futures[topic].result(timeout=timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    _wait_for_leaders(bootstrap, topic, partitions, timeout)
+
+
+def add_partitions(bootstrap: str, topic: str, total: int, timeout: float = 30.0) -> None:
+    """Grow ``topic`` to ``total`` partitions."""
+    admin = _admin(bootstrap)
+    futures = admin.create_partitions([NewPartitions(topic, total)], request_timeout=timeout)
+    futures[topic].result(timeout=timeout)
+    _wait_for_leaders(bootstrap, topic, total, timeout)
+
+
+def _wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    admin = _admin(bootstrap)
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if meta is not None and meta.error is None and len(meta.partitions) >= partitions and all(
+                p.leader >= 0 for p in meta.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise StartupFailed(f"Topic {topic!r} has no leader for all {partitions} partitions after {timeout:.0f}s.",
+                        hint="Check the broker log; the broker may be overloaded or restarting.")
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]],
+            conf: Mapping[str, object] | None = None, timeout: float = 60.0) -> int:
+    """Produce ``(key, value)`` pairs and wait for every ack; return how many were acknowledged."""
+    producer = Producer(client_conf(bootstrap, **{"linger.ms": 5, "enable.idempotence": True, **(conf or {})}))
+    failures: list[KafkaError] = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    count = 0
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        count += 1
+    remaining = producer.flush(timeout)
+    if remaining or failures:
+        raise KafkaException(failures[0] if failures else KafkaError(KafkaError._MSG_TIMED_OUT))
+    return count
+
+
+def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 30.0) -> dict[int, int]:
+    """Per partition, the offset a reader with ``isolation`` stops at (LSO for read_committed); transient errors
+    (a broker that just restarted) are retried for up to ``timeout`` seconds."""
+    consumer = Consumer(client_conf(bootstrap, **{"group.id": "streamcert-offsets", "isolation.level": isolation,
+                                                  "enable.auto.commit": False}))
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                meta = consumer.list_topics(topic, timeout=10).topics[topic]
+                return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+                        for partition in meta.partitions}
+            except KafkaException as exc:
+                # Just after a broker (re)start, leadership is still moving: NOT_LEADER, LEADER_NOT_AVAILABLE, ...
+                if not _transient(exc.args[0]) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
+def _transient(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in (
+        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)
+
+
+def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed",
+               timeout: float = 60.0) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """Everything in ``topic`` up to its current end: ``(partition, offset, key, value)`` in offset order."""
+    ends = end_offsets(bootstrap, topic, isolation)
+    consumer = Consumer(client_conf(bootstrap, **{"group.id": "streamcert-reader", "isolation.level": isolation,
+                                                  "enable.auto.commit": False, "enable.partition.eof": True}))
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        out: list[tuple[int, int, bytes | None, bytes | None]] = []
+        pending = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= ends[msg.partition()]:
+                            pending.discard(msg.partition())
+                        continue
+                    raise KafkaException(msg.error())
+                out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    pending.discard(msg.partition())
+        if pending:
+            raise TimeoutError(f"read_topic({topic!r}) did not reach the end offsets of partitions {sorted(pending)} "
+                               f"within {timeout:.0f}s")
+        out.sort(key=lambda row: (row[0], row[1]))
+        return out
+    finally:
+        consumer.close()

@@ -1,0 +1,150 @@
+"""A private PostgreSQL server: ``initdb`` into a folder of the run, loopback only.
+
+``max_prepared_transactions`` is on (the two-phase-commit sink needs
+``PREPARE TRANSACTION``). ``fsync`` is off because the faults here kill
+processes, not the machine: the OS page cache survives a SIGKILL of the
+server, so committed and prepared transactions do too. PostgreSQL refuses to
+run as root, so when streamcert runs as root the server runs as the
+``postgres`` user that Debian's package creates.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streamcert.harness.errors import ConfigurationError, PrerequisiteMissing, StartupFailed
+from streamcert.harness.stack.install import ensure_postgres
+from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
+from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked
+
+__all__ = ["render_postgresql_conf", "postgres_dsn", "LocalPostgres"]
+
+SUPERUSER = "streamcert"
+DATABASE = "streamcert"
+
+
+def render_postgresql_conf(port: int, max_prepared_transactions: int = 64) -> str:
+    """Settings appended to the ``postgresql.conf`` that ``initdb`` wrote (later lines win)."""
+    return (
+        "\n# streamcert\n"
+        f"listen_addresses = '{LOOPBACK}'\n"
+        f"port = {port}\n"
+        "unix_socket_directories = ''\n"
+        f"max_prepared_transactions = {max_prepared_transactions}\n"
+        "max_connections = 200\n"
+        "shared_buffers = 64MB\n"
+        "fsync = off\n"
+        "full_page_writes = off\n"
+        "synchronous_commit = on\n"
+        "log_min_messages = warning\n"
+        "log_line_prefix = '%m [%p] '\n"
+    )
+
+
+def postgres_dsn(host: str, port: int, dbname: str = DATABASE, user: str = SUPERUSER) -> str:
+    return f"host={host} port={port} dbname={dbname} user={user} connect_timeout=5"
+
+
+@dataclass
+class LocalPostgres(ProcessBacked):
+    """One PostgreSQL server process. ``stop`` is a fast shutdown (SIGINT); prepared transactions survive it."""
+
+    workdir: Path
+    port: int = field(default_factory=free_port)
+    max_prepared_transactions: int = 64
+    run_token: str = ""
+    start_timeout: float = 60.0
+    _process: ManagedProcess | None = field(default=None, init=False, repr=False)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def dsn(self) -> str:
+        """DSN straight to the server (bypasses Toxiproxy; for admin and recovery checks)."""
+        return postgres_dsn(LOOPBACK, self.port)
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "postgres.log"
+
+    def start(self) -> None:
+        if self._process is not None and self._process.is_running():
+            return
+        bindir = ensure_postgres()
+        user = _server_user()
+        ensure_port_free(self.port, "PostgreSQL")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if user:
+            _give_to(user, self.workdir)
+        env = dict(os.environ, LC_ALL="C", **({RUN_TOKEN_VAR: self.run_token} if self.run_token else {}))
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb(bindir, user, env)
+        self._process = ManagedProcess(
+            "PostgreSQL", [str(bindir / "postgres"), "-D", str(self.data_dir)], self.log_file,
+            env=env, user=user, stop_signal=signal.SIGINT,
+        )
+        self._process.start()
+        self._process.wait_ready(self._answers, what=f"PostgreSQL on {LOOPBACK}:{self.port}",
+                                 timeout=self.start_timeout, hint=f"Look at {self.log_file}.")
+
+    def _initdb(self, bindir: Path, user: str | None, env: dict[str, str]) -> None:
+        result = subprocess.run(
+            [str(bindir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "-A", "trust",
+             "-E", "UTF8", "--no-locale", "--no-sync"],
+            capture_output=True, text=True, env=env, user=user, timeout=120,
+        )
+        if result.returncode != 0:
+            raise StartupFailed(f"initdb into {self.data_dir} failed (exit code {result.returncode}).",
+                                hint="Check that the folder is empty and writable by the server user.",
+                                details=(result.stdout + result.stderr)[-3000:])
+        with open(self.data_dir / "postgresql.conf", "a") as conf:
+            conf.write(render_postgresql_conf(self.port, self.max_prepared_transactions))
+
+    def _answers(self) -> bool:
+        import psycopg
+
+        with psycopg.connect(postgres_dsn(LOOPBACK, self.port, dbname="postgres"), connect_timeout=2,
+                             autocommit=True) as conn:
+            conn.execute("select 1")
+            exists = conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone()
+            if not exists:
+                conn.execute(f"create database {DATABASE}")
+        return True
+
+    def tail(self, lines: int = 20) -> str:
+        from streamcert.harness.stack.process import tail_file
+
+        return tail_file(self.log_file, lines)
+
+
+def _server_user() -> str | None:
+    """The account the server runs as: None (ourselves) unless we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        raise PrerequisiteMissing(
+            "PostgreSQL refuses to run as root and there is no `postgres` user to run it as.",
+            hint="Create one (`useradd --system postgres`) or run streamcert as an ordinary user.",
+        ) from None
+    return "postgres"
+
+
+def _give_to(user: str, folder: Path) -> None:
+    entry = pwd.getpwnam(user)
+    os.chown(folder, entry.pw_uid, entry.pw_gid)
+    for parent in folder.resolve().parents:
+        mode = parent.stat().st_mode
+        if not mode & 0o001:
+            raise ConfigurationError(
+                f"The PostgreSQL folder {folder} is inside {parent}, which the `{user}` user cannot enter.",
+                hint="Use a work folder under /tmp (the default) or one every user can traverse.",
+            )

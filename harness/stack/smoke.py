@@ -1,0 +1,251 @@
+"""``streamcert env smoke``: prove every part of the stack works, end to end, and measure it.
+
+Each step exercises one real component the way the suite will: Kafka through
+Toxiproxy (plain, with a latency toxic, with the link down), Kafka
+transactions under read_committed, PostgreSQL prepared transactions across
+connections, and one micro-batch of a Spark streaming query over a Python data
+source. The result is one flat dict; :data:`EXPECTATIONS` says what a healthy
+stack gives.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+from streamcert.harness.stack.kafka_clients import client_conf, create_topic, read_topic
+from streamcert.harness.stack.spark import SparkConfig
+
+__all__ = ["EXPECTATIONS", "run_smoke", "failed_expectations", "CountingSource"]
+
+LATENCY_TOXIC_MS = 300
+
+#: field -> predicate a healthy stack satisfies.
+EXPECTATIONS: dict[str, Callable[[Any], bool]] = {
+    "kafka_rtt_ms": lambda v: v is not None and v >= 0,
+    "kafka_rtt_with_latency_toxic_ms": lambda v: v is not None and v >= LATENCY_TOXIC_MS,
+    "proxy_down_produce_failed": lambda v: v is True,
+    "txn_committed_visible": lambda v: v is True,
+    "txn_aborted_visible": lambda v: v is False,
+    "pg_prepared_commit_ok": lambda v: v is True,
+    "spark_batches": lambda v: v is not None and v >= 1,
+    "leftover_processes": lambda v: v == 0,
+}
+
+
+def failed_expectations(result: dict[str, Any]) -> list[str]:
+    """Names of the fields in ``result`` that are not what a healthy stack gives."""
+    return [name for name, ok in EXPECTATIONS.items() if not ok(result.get(name))]
+
+
+# -- Kafka ------------------------------------------------------------------------
+
+def _round_trip_ms(bootstrap: str, topic: str, samples: int = 5) -> float:
+    """Median time from produce() to the record arriving at a consumer already polling the topic."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer(client_conf(bootstrap, **{"linger.ms": 0, "acks": "all"}))
+    consumer = Consumer(client_conf(bootstrap, **{"group.id": f"smoke-{uuid.uuid4().hex}",
+                                                  "enable.auto.commit": False, "fetch.wait.max.ms": 10}))
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, high)])
+        timings = []
+        for index in range(samples):
+            marker = f"rtt-{uuid.uuid4().hex}".encode()
+            began = time.perf_counter()
+            producer.produce(topic, value=marker)
+            producer.flush(30)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.05)
+                if msg is not None and msg.error() is None and msg.value() == marker:
+                    timings.append((time.perf_counter() - began) * 1000)
+                    break
+            else:
+                raise TimeoutError(f"round-trip sample {index} never arrived")
+        return round(statistics.median(timings), 2)
+    finally:
+        consumer.close()
+
+
+def _produce_fails_when_link_down(env: Environment, topic: str) -> bool:
+    from confluent_kafka import Producer
+
+    assert env.kafka_link is not None
+    env.kafka_link.disable()
+    try:
+        producer = Producer(client_conf(env.endpoints.bootstrap_servers, **{
+            "message.timeout.ms": 3000, "socket.connection.setup.timeout.ms": 1000}))
+        outcome: list[Any] = []
+        producer.produce(topic, value=b"must-fail", on_delivery=lambda err, _m: outcome.append(err))
+        producer.flush(10)
+        return bool(outcome) and outcome[0] is not None
+    finally:
+        env.kafka_link.enable()
+
+
+def _transactions(bootstrap: str, topic: str) -> tuple[bool, bool]:
+    """Commit one transaction and abort another; which of them does read_committed see?"""
+    from confluent_kafka import Producer
+
+    producer = Producer(client_conf(bootstrap, **{"transactional.id": f"smoke-{uuid.uuid4().hex}",
+                                                  "transaction.timeout.ms": 60000}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"committed")
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"aborted")
+    producer.flush(30)
+    producer.abort_transaction(30)
+    values = {value for _p, _o, _k, value in read_topic(bootstrap, topic, "read_committed")}
+    return b"committed" in values, b"aborted" in values
+
+
+# -- PostgreSQL -------------------------------------------------------------------
+
+def _prepared_commit(dsn: str) -> bool:
+    """PREPARE TRANSACTION on one connection, COMMIT PREPARED from another; is the row there?"""
+    import psycopg
+
+    gid = f"streamcert-smoke-{uuid.uuid4().hex}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table if not exists streamcert_smoke (gid text primary key)")
+    with psycopg.connect(dsn) as writer:
+        writer.execute("insert into streamcert_smoke values (%s)", (gid,))
+        writer.execute(f"prepare transaction '{gid}'")
+    with psycopg.connect(dsn, autocommit=True) as other:
+        invisible_before = other.execute("select count(*) from streamcert_smoke where gid = %s",
+                                         (gid,)).fetchone()[0] == 0
+        other.execute(f"commit prepared '{gid}'")
+        visible_after = other.execute("select count(*) from streamcert_smoke where gid = %s",
+                                      (gid,)).fetchone()[0] == 1
+    return invisible_before and visible_after
+
+
+# -- Spark ------------------------------------------------------------------------
+
+class CountingSource(DataSource):
+    """A trivial streaming source of integers ``0 .. rows-1``.
+
+    Options: ``rows`` (default 10), ``rowsPerBatch`` (default: all at once),
+    ``readDelayMs`` (each partition's read sleeps this long first: makes a batch
+    slow enough for a fault to land inside it).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "streamcert-counting"
+
+    def schema(self) -> str:
+        return "value long"
+
+    def streamReader(self, schema) -> "DataSourceStreamReader":
+        rows = int(self.options.get("rows", "10"))
+        return _CountingReader(rows, int(self.options.get("rowsPerBatch", str(rows))),
+                               int(self.options.get("readDelayMs", "0")))
+
+
+class _CountingReader(DataSourceStreamReader):
+    def __init__(self, rows: int, rows_per_batch: int, read_delay_ms: int) -> None:
+        self.rows = rows
+        self.rows_per_batch = rows_per_batch
+        self.read_delay_ms = read_delay_ms
+
+    def initialOffset(self) -> dict:
+        return {"next": 0}
+
+    def latestOffset(self, start=None, limit=None) -> dict:
+        begin = (start or {"next": 0})["next"]
+        return {"next": min(self.rows, begin + self.rows_per_batch)}
+
+    def partitions(self, start: dict, end: dict):
+        return [InputPartition((start["next"], end["next"], self.read_delay_ms))]
+
+    def read(self, partition) -> Iterator[tuple]:
+        low, high, delay_ms = partition.value
+        if delay_ms:
+            time.sleep(delay_ms / 1000)
+        for value in range(low, high):
+            yield (value,)
+
+
+def _spark_batches(env: Environment, checkpoint: str) -> tuple[int, int]:
+    spark = env.spark
+    spark.dataSource.register(CountingSource)
+    name = f"smoke_{uuid.uuid4().hex[:8]}"
+    query = (spark.readStream.format(CountingSource.name()).option("rows", "10").load()
+             .writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="0 seconds").start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    batches = sum(1 for progress in query.recentProgress if progress.get("numInputRows", 0) > 0)
+    rows = spark.sql(f"select count(*) from {name}").collect()[0][0]
+    return batches, rows
+
+
+# -- the run ----------------------------------------------------------------------
+
+def run_smoke(provider: str = "auto", spark_master: str | None = None) -> dict[str, Any]:
+    """Start the stack, run every step, tear down; return the measurements (never raises for a failed step)."""
+    result: dict[str, Any] = {name: None for name in EXPECTATIONS}
+    result["errors"] = {}
+    spark_config = SparkConfig(master=spark_master) if spark_master else SparkConfig()
+    env = Environment(EnvironmentConfig(provider=provider, spark=spark_config))
+    began = time.monotonic()
+    try:
+        env.start()
+        result["cold_start_s"] = round(time.monotonic() - began, 2)
+        result["provider"] = env.provider
+        result["endpoints"] = env.endpoints.as_dict()
+        bootstrap = env.endpoints.bootstrap_servers
+        topic = f"smoke-{uuid.uuid4().hex[:8]}"
+        txn_topic = f"smoke-txn-{uuid.uuid4().hex[:8]}"
+
+        def step(name: str, action: Callable[[], Any]) -> Any:
+            try:
+                return action()
+            except Exception as exc:  # a failed step is a finding, reported with the rest
+                result["errors"][name] = f"{type(exc).__name__}: {exc}"
+                return None
+
+        step("create_topics", lambda: (create_topic(bootstrap, topic), create_topic(bootstrap, txn_topic)))
+        result["kafka_rtt_ms"] = step("kafka_rtt_ms", lambda: _round_trip_ms(bootstrap, topic))
+
+        def with_latency() -> float:
+            assert env.kafka_link is not None
+            name = env.kafka_link.add_toxic("latency", stream="downstream", latency=LATENCY_TOXIC_MS, jitter=0)
+            try:
+                return _round_trip_ms(bootstrap, topic, samples=3)
+            finally:
+                env.kafka_link.remove_toxic(name)
+
+        result["kafka_rtt_with_latency_toxic_ms"] = step("kafka_rtt_with_latency_toxic_ms", with_latency)
+        result["kafka_rtt_after_toxic_removed_ms"] = step("kafka_rtt_after", lambda: _round_trip_ms(bootstrap, topic))
+        result["proxy_down_produce_failed"] = step("proxy_down_produce_failed",
+                                                   lambda: _produce_fails_when_link_down(env, topic))
+        seen = step("transactions", lambda: _transactions(bootstrap, txn_topic))
+        if seen is not None:
+            result["txn_committed_visible"], result["txn_aborted_visible"] = seen
+        result["pg_prepared_commit_ok"] = step("pg_prepared_commit_ok",
+                                               lambda: _prepared_commit(env.endpoints.postgres_dsn))
+        assert env.workdir is not None
+        spark = step("spark_batches", lambda: _spark_batches(env, str(env.workdir / "smoke-checkpoint")))
+        if spark is not None:
+            result["spark_batches"], result["spark_rows"] = spark
+    except Exception as exc:
+        result["errors"]["start"] = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        env.stop()
+        result["leftover_processes"] = env.leftover_processes()
+        result["total_s"] = round(time.monotonic() - began, 2)
+    return result

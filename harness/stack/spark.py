@@ -1,0 +1,205 @@
+"""Spark sessions for streamcert: the engine the connectors under test run on.
+
+``local[2,3]`` by default (two cores, each task tried up to three times, so
+injected task failures are retried); ``local-cluster[2,1,1024]`` gives real
+executor JVMs that a fault can kill; any other master URL is passed through.
+
+pyspark starts the driver JVM as a child of this Python process and keeps it
+for the life of the process. :func:`stop_spark` stops the session *and* that
+JVM, so a run leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from streamcert.harness.stack.cache import cache_dir
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.install import find_java
+from streamcert.harness.stack.process import RUN_TOKEN_VAR
+
+__all__ = ["DEFAULT_MASTER", "SparkConfig", "validate_master", "spark_session", "stop_spark", "SparkResource"]
+
+DEFAULT_MASTER = "local[2,3]"
+_MASTER_PATTERNS = (
+    r"local",
+    r"local\[(\*|[1-9][0-9]*)\]",
+    r"local\[(\*|[1-9][0-9]*),\s*[1-9][0-9]*\]",
+    r"local-cluster\[[1-9][0-9]*,\s*[1-9][0-9]*,\s*[1-9][0-9]*\]",
+    r"(spark|yarn|k8s|mesos)(://.*)?",
+)
+
+
+@dataclass
+class SparkConfig:
+    """How to build the session. ``packages`` go to ``spark.jars.packages`` (Maven coordinates)."""
+
+    master: str = DEFAULT_MASTER
+    app_name: str = "streamcert"
+    packages: tuple[str, ...] = ()
+    conf: Mapping[str, str] = field(default_factory=dict)
+    log_level: str = "ERROR"
+    shuffle_partitions: int = 4
+    driver_memory: str = "1g"
+
+
+def validate_master(master: str) -> str:
+    """Return ``master`` if Spark would accept it, else raise a clear error."""
+    if any(re.fullmatch(pattern, master) for pattern in _MASTER_PATTERNS):
+        return master
+    raise ConfigurationError(
+        f"{master!r} is not a Spark master URL.",
+        hint="Use local[N,F] (N cores, F tries per task), local-cluster[W,C,MB] (W executor JVMs) "
+        "or spark://host:port.",
+    )
+
+
+def _quiet_log4j2() -> Path:
+    path = cache_dir() / "spark-log4j2.properties"
+    path.write_text(
+        "rootLogger.level = error\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex\n"
+        # These two warn on every local start about things that do not matter on loopback.
+        "logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader\n"
+        "logger.nativecode.level = error\n"
+        "logger.utils.name = org.apache.spark.util.Utils\n"
+        "logger.utils.level = error\n"
+    )
+    return path
+
+
+def spark_session(config: SparkConfig | None = None, run_token: str = ""):
+    """Create (or return the running) SparkSession for ``config``.
+
+    Sets ``PYSPARK_PYTHON`` to this interpreter so Python workers find the same
+    packages (pyarrow, pandas, the connectors under test).
+    """
+    from pyspark.sql import SparkSession
+
+    config = config or SparkConfig()
+    validate_master(config.master)
+    find_java()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    log4j = _quiet_log4j2()
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    builder = (
+        SparkSession.builder.master(config.master)
+        .appName(config.app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", config.driver_memory)
+        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.executor.extraJavaOptions", java_opts)
+        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+    )
+    if config.packages:
+        builder = builder.config("spark.jars.packages", ",".join(config.packages))
+        builder = builder.config("spark.jars.ivy", str(cache_dir() / "ivy"))
+    for key, value in config.conf.items():
+        builder = builder.config(key, value)
+    # The token is inherited by the driver JVM, executors and Python workers (so teardown finds them
+    # all) but must not leak into processes this interpreter starts later.
+    with _env_var(RUN_TOKEN_VAR, run_token or None):
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(config.log_level)
+    return spark
+
+
+@contextlib.contextmanager
+def _env_var(name: str, value: str | None) -> Iterator[None]:
+    previous = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def stop_spark(spark=None) -> None:
+    """Stop the session and the driver JVM pyspark launched; idempotent."""
+    from pyspark import SparkContext
+
+    if spark is not None:
+        for query in spark.streams.active:
+            try:
+                query.stop()
+            except Exception:  # a query failing while it stops must not keep the JVM alive
+                pass
+        spark.stop()
+    elif SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    except Exception:  # the JVM may already be gone; we kill it below either way
+        pass
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except Exception:
+            proc.kill()
+            proc.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    from pyspark.sql import SparkSession
+
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+
+
+class SparkResource:
+    """A SparkSession as a context-managed resource (``start`` / ``stop``)."""
+
+    def __init__(self, config: SparkConfig | None = None, run_token: str = "") -> None:
+        self.config = config or SparkConfig()
+        self.run_token = run_token
+        self.session = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self):
+        if self.session is None:
+            from pyspark import SparkContext
+
+            if SparkContext._active_spark_context is not None:
+                # Spark allows one driver per process; sharing it would let one owner's stop() kill the other's.
+                raise ConfigurationError(
+                    "A Spark session is already running in this process, started by someone else.",
+                    hint="Use one Environment with Spark per process (stop the other first), "
+                    "or run this one in a child process.",
+                )
+            self.session = spark_session(self.config, self.run_token)
+        return self.session
+
+    def stop(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            stop_spark(session)

@@ -1,0 +1,170 @@
+"""The real Toxiproxy server, and the links (proxies) every client byte passes through.
+
+Driven with ``toxiproxy-python``. That client keeps the API address in
+class attributes, so :meth:`LocalToxiproxy.client` re-points it before each
+use; one process can drive several servers, one call at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.install import TOXIPROXY_VERSION, ensure_toxiproxy
+from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
+from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked
+
+__all__ = ["TOXIC_TYPES", "Link", "ToxiproxyApi", "LocalToxiproxy"]
+
+#: Toxic types of Toxiproxy 2.12 and the attributes each takes.
+TOXIC_TYPES: dict[str, tuple[str, ...]] = {
+    "latency": ("latency", "jitter"),
+    "bandwidth": ("rate",),
+    "slow_close": ("delay",),
+    "timeout": ("timeout",),
+    "reset_peer": ("timeout",),
+    "slicer": ("average_size", "size_variation", "delay"),
+    "limit_data": ("bytes",),
+}
+
+
+class ToxiproxyApi:
+    """A Toxiproxy server's HTTP API at ``host:port`` (ours or someone else's)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def version(self, timeout: float = 2.0) -> str:
+        response = requests.get(f"{self.url}/version", timeout=timeout)
+        response.raise_for_status()
+        return response.text.strip()
+
+    def client(self):
+        """A ``toxiproxy.Toxiproxy`` client pointed at this server."""
+        from toxiproxy import Toxiproxy
+        from toxiproxy.api import APIConsumer
+
+        APIConsumer.host, APIConsumer.port = self.host, self.port
+        return Toxiproxy()
+
+    def create_link(self, name: str, upstream: str, listen_port: int | None = None,
+                    bind_host: str = LOOPBACK) -> "Link":
+        """Create (or replace) proxy ``name`` forwarding to ``upstream``; clients reach it on loopback.
+
+        ``bind_host`` is where Toxiproxy binds the proxy: loopback for a local
+        server; all interfaces inside a container, whose port Docker publishes on loopback.
+        """
+        client = self.client()
+        existing = client.get_proxy(name)
+        if existing is not None:
+            existing.destroy()
+        port = listen_port or free_port()
+        if bind_host == LOOPBACK:
+            ensure_port_free(port, f"Toxiproxy link {name!r}")
+        client.create(upstream=upstream, name=name, listen=f"{bind_host}:{port}", enabled=True)
+        return Link(self, name, LOOPBACK, port, upstream)
+
+
+@dataclass
+class Link:
+    """One proxied connection path (e.g. clients → Kafka), where network faults are injected."""
+
+    api: ToxiproxyApi
+    name: str
+    listen_host: str
+    listen_port: int
+    upstream: str
+
+    @property
+    def listen(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+    def _proxy(self):
+        proxy = self.api.client().get_proxy(self.name)
+        if proxy is None:
+            raise ConfigurationError(f"Toxiproxy has no proxy named {self.name!r}.",
+                                     hint="The Toxiproxy server was restarted or reset; restart the environment.")
+        return proxy
+
+    def add_toxic(self, toxic_type: str, *, stream: str = "downstream", toxicity: float = 1.0,
+                  name: str | None = None, **attributes: Any) -> str:
+        """Add a toxic; return its name. Unknown types or attributes are refused before the API is called."""
+        if toxic_type not in TOXIC_TYPES:
+            raise ConfigurationError(f"Unknown toxic type {toxic_type!r}.",
+                                     hint=f"Use one of: {', '.join(sorted(TOXIC_TYPES))}.")
+        unknown = set(attributes) - set(TOXIC_TYPES[toxic_type])
+        if unknown:
+            raise ConfigurationError(
+                f"Toxic {toxic_type!r} has no attribute(s) {', '.join(sorted(unknown))}.",
+                hint=f"{toxic_type} takes: {', '.join(TOXIC_TYPES[toxic_type])}.")
+        if stream not in ("upstream", "downstream"):
+            raise ConfigurationError(f"Toxic stream must be 'upstream' or 'downstream', not {stream!r}.",
+                                     hint="upstream = client to server, downstream = server to client.")
+        toxic_name = name or f"{toxic_type}_{stream}"
+        self._proxy().add_toxic(type=toxic_type, stream=stream, toxicity=toxicity, name=toxic_name,
+                                attributes=attributes)
+        return toxic_name
+
+    def remove_toxic(self, name: str) -> None:
+        self._proxy().destroy_toxic(name)
+
+    def toxics(self) -> dict[str, dict[str, Any]]:
+        """Toxics now on this link, by name, as Toxiproxy reports them."""
+        response = requests.get(f"{self.api.url}/proxies/{self.name}/toxics", timeout=5)
+        response.raise_for_status()
+        return {toxic["name"]: toxic for toxic in response.json()}
+
+    def disable(self) -> None:
+        """Take the link down: open connections drop, new ones are refused."""
+        self._proxy().disable()
+
+    def enable(self) -> None:
+        self._proxy().enable()
+
+    def clear(self) -> None:
+        """Remove every toxic and bring the link up."""
+        proxy = self._proxy()
+        for name in list(proxy.toxics()):
+            proxy.destroy_toxic(name)
+        proxy.enable()
+
+
+@dataclass
+class LocalToxiproxy(ProcessBacked):
+    """The Toxiproxy server as a child process on a free loopback port."""
+
+    workdir: Path
+    port: int = field(default_factory=free_port)
+    version: str = TOXIPROXY_VERSION
+    run_token: str = ""
+    start_timeout: float = 20.0
+    _process: ManagedProcess | None = field(default=None, init=False, repr=False)
+
+    @property
+    def api(self) -> ToxiproxyApi:
+        return ToxiproxyApi(LOOPBACK, self.port)
+
+    def start(self) -> None:
+        if self._process is not None and self._process.is_running():
+            return
+        binary = ensure_toxiproxy(self.version)
+        ensure_port_free(self.port, "Toxiproxy API")
+        env = dict(os.environ, **({RUN_TOKEN_VAR: self.run_token} if self.run_token else {}))
+        env.setdefault("LOG_LEVEL", "warn")
+        self._process = ManagedProcess(
+            "Toxiproxy", [str(binary), "-host", LOOPBACK, "-port", str(self.port)],
+            self.workdir / "toxiproxy.log", env=env, stop_timeout=5,
+        )
+        self._process.start()
+        self._process.wait_ready(lambda: bool(self.api.version(timeout=1)), what=f"Toxiproxy API on {self.api.url}",
+                                 timeout=self.start_timeout, hint=f"Look at {self.workdir / 'toxiproxy.log'}.")

@@ -1,0 +1,1 @@
+"""Verification: checkers over the ledger and the output, metrics, evidence from Spark's event log."""

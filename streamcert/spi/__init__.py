@@ -1,0 +1,13 @@
+"""The connector SPI: what a connector under test depends on, and nothing of the harness (stdlib + pyspark only).
+
+- :mod:`~streamcert.spi.errors`: errors with hints (a bad option is a :class:`ConfigurationError`);
+- :mod:`~streamcert.spi.options`: :class:`OptionRules`, typed and case-insensitive Spark options;
+- :mod:`~streamcert.spi.fault_points`: :func:`reached`, named moments where the harness may kill the driver or
+  fail the task.
+"""
+
+from streamcert.spi.errors import ConfigurationError, StreamcertError
+from streamcert.spi.fault_points import InjectedPointFailure, reached
+from streamcert.spi.options import OptionRules
+
+__all__ = ["ConfigurationError", "StreamcertError", "InjectedPointFailure", "reached", "OptionRules"]

@@ -1,0 +1,67 @@
+"""The driver process: a query in a child process, killed in the exactly-once window and restarted."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.harness.run.checkpoint import checkpoint_state, read_offsets
+from streamcert.harness.run.driver import DriverProcess, QuerySpec, load_builder
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.process import processes_with_token
+
+
+@pytest.mark.parametrize("reference, needle", [
+    ("no_colon", "module:function"),
+    ("no.such.module:f", "Cannot import"),
+    ("tests.harness.queries:nothing_here", "has no 'nothing_here'"),
+])
+def test_bad_builder_references_fail_fast_in_the_parent(reference, needle, tmp_path):
+    with pytest.raises(ConfigurationError, match=needle):
+        load_builder(reference)
+    with pytest.raises(ConfigurationError):
+        DriverProcess(QuerySpec(reference, str(tmp_path / "ck")), tmp_path)
+
+
+def test_spec_round_trips_through_json(tmp_path):
+    spec = QuerySpec("a:b", str(tmp_path), {"x": 1}, "local[1,2]", {"k": "v"}, ("g:a:1",))
+    assert QuerySpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.integration
+def test_kill_between_offsets_and_commit_then_restart_is_exactly_once_with_the_file_sink(stack, tmp_path):
+    rows, per_batch = 40, 5
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    spec = QuerySpec("tests.harness.queries:counting_to_files", str(checkpoint),
+                     {"rows": rows, "rows_per_batch": per_batch, "read_delay_ms": 400, "path": str(out)},
+                     master="local[1,2]")
+    token = "driver-test"
+    driver = DriverProcess(spec, tmp_path / "driver", run_token=token)
+    with driver:
+        driver.wait_for(lambda d: (d.checkpoint().pending or 0) >= 2, "batch 2 planned but not committed",
+                        timeout=180)
+        driver.kill()
+        killed_at = driver.checkpoint()
+        assert killed_at.pending is not None and killed_at.pending >= 2
+        assert processes_with_token(token) == []  # the JVM and workers died with the driver
+        pending = killed_at.pending
+        planned = read_offsets(checkpoint, pending)
+        assert planned == [{"next": min(rows, (pending + 1) * per_batch)}]
+
+        driver.restart()
+        last_batch = rows // per_batch - 1
+        driver.wait_for(lambda d: (d.checkpoint().latest_commit or -1) >= last_batch, "every batch committed",
+                        timeout=180)
+        first_after = next(e for e in driver.events(driver.attempt) if e["event"] == "progress")
+        assert first_after["batchId"] == pending  # the pending batch is replayed, not skipped
+    assert checkpoint_state(checkpoint).pending is None
+    values = [row.value for row in stack.spark.read.parquet(str(out)).collect()]
+    assert sorted(values) == list(range(rows))
+
+
+@pytest.mark.integration
+def test_a_failing_query_reports_its_error_and_exits(tmp_path):
+    driver = DriverProcess(QuerySpec("tests.harness.queries:failing_query", str(tmp_path / "ck"),
+                                     master="local[1,1]"), tmp_path / "driver")
+    with driver:
+        terminated = driver.wait_until_terminated(timeout=180)
+    assert "injected failure" in (terminated["error"] or "")

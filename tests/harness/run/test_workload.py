@@ -1,0 +1,105 @@
+"""The workload: reproducible plans, the value header, the ledger, and a real bulk load."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.kafka_clients import create_topic, read_topic
+from streamcert.harness.run.workload import HEADER_BYTES, Ledger, WorkloadSpec, decode_values, encode_value, load_topic, plan
+
+
+def test_same_seed_same_plan_other_seed_other_plan():
+    spec = WorkloadSpec(total=5000, keys=50, partitions=3, aborted_fraction=0.2, transaction_records=10, seed=7)
+    pd.testing.assert_frame_equal(plan(spec), plan(spec))
+    other = plan(WorkloadSpec(total=5000, keys=50, partitions=3, aborted_fraction=0.2, transaction_records=10,
+                              seed=8))
+    assert not plan(spec)["key"].equals(other["key"])
+
+
+def test_committed_seqs_are_contiguous_per_key_and_aborted_have_none():
+    frame = plan(WorkloadSpec(total=20_000, keys=100, aborted_fraction=0.3, transaction_records=50, seed=1))
+    committed = frame[~frame["aborted"]]
+    for _key, group in committed.groupby("key"):
+        assert group["seq"].tolist() == list(range(len(group)))
+    assert (frame.loc[frame["aborted"], "seq"] == -1).all()
+    # whole transactions are aborted, about the requested share of them
+    per_txn = frame.groupby("txn")["aborted"].agg(["min", "max"])
+    assert (per_txn["min"] == per_txn["max"]).all()
+    assert 0.2 < per_txn["min"].mean() < 0.4
+
+
+def test_a_key_always_maps_to_one_partition():
+    frame = plan(WorkloadSpec(total=5000, keys=30, partitions=4))
+    assert (frame.groupby("key")["partition"].nunique() == 1).all()
+
+
+def test_zipf_skew_concentrates_on_the_first_keys():
+    uniform = plan(WorkloadSpec(total=50_000, keys=100, skew="uniform"))["key_index"].value_counts()
+    zipf = plan(WorkloadSpec(total=50_000, keys=100, skew="zipf", zipf_exponent=1.2))["key_index"].value_counts()
+    assert zipf[0] > 5 * uniform.max()
+    assert zipf.idxmax() == 0
+
+
+@pytest.mark.parametrize("option, value, needle", [
+    ("total", 0, "total=0"), ("skew", "pareto", "uniform or zipf"), ("record_bytes", 10, str(HEADER_BYTES)),
+    ("aborted_fraction", 1.0, "[0, 1)"), ("rate", -5.0, "rate=-5.0"), ("partitions", 0, "partitions=0"),
+])
+def test_bad_options_name_the_option_and_what_is_allowed(option, value, needle):
+    with pytest.raises(ConfigurationError) as info:
+        WorkloadSpec(**{option: value}).validate()
+    assert needle in str(info.value) and "Hint:" in str(info.value)
+
+
+def test_value_header_round_trips_and_garbage_decodes_to_minus_one():
+    values = [encode_value(12345, 17, 1_700_000_000.123456, 100), encode_value(0, -1, 1.5, HEADER_BYTES),
+              b"not ours", None, b"SC1" + b"9" * 44 + b"!"]
+    assert len(values[0]) == 100 and len(values[1]) == HEADER_BYTES
+    decoded = decode_values(values)
+    assert decoded["id"].tolist() == [12345, 0, -1, -1, -1]
+    assert decoded["seq"].tolist() == [17, -1, -1, -1, -1]
+    assert decoded["produced_at"].iloc[0] == pytest.approx(1_700_000_000.123456, abs=1e-6)
+
+
+def test_ledger_round_trips_through_parquet_with_its_spec(tmp_path):
+    spec = WorkloadSpec(total=10, keys=2)
+    frame = pd.DataFrame({"id": np.arange(3), "key": ["a", "b", "a"], "seq": [0, 0, 1], "partition": [0, 1, 0],
+                          "offset": [0, 0, 1], "produced_at": [1.0, 2.0, 3.0], "acked_at": [1.1, 2.1, np.nan],
+                          "aborted": [False, False, False], "status": ["acked", "acked", "indeterminate"]})
+    path = Ledger(frame, spec, "topic-a").write(tmp_path / "ledger.parquet")
+    back = Ledger.read(path)
+    pd.testing.assert_frame_equal(back.frame, frame)
+    assert back.spec == spec and back.topic == "topic-a"
+    assert back.for_checkers()["id"].tolist() == [0, 1]  # indeterminate left out
+
+
+def test_ledger_refuses_frames_without_its_columns():
+    with pytest.raises(ConfigurationError, match="needs columns"):
+        Ledger(pd.DataFrame({"id": [1]}))
+
+
+@pytest.mark.integration
+def test_bulk_load_with_aborted_transactions_matches_what_read_committed_returns(clean_links):
+    env = clean_links
+    bootstrap = env.endpoints.bootstrap_servers
+    topic = f"workload-{uuid.uuid4().hex[:8]}"
+    spec = WorkloadSpec(total=3000, keys=40, partitions=3, aborted_fraction=0.25, transaction_records=100, seed=3)
+    create_topic(bootstrap, topic, partitions=3)
+    ledger = load_topic(bootstrap, topic, spec)
+    counts = ledger.counts()
+    assert counts.get("indeterminate", 0) == 0
+    assert counts["acked"] + counts["aborted"] == 3000 and counts["aborted"] > 0
+    committed = read_topic(bootstrap, topic, "read_committed")
+    decoded = decode_values([value for *_rest, value in committed])
+    acked = ledger.frame[ledger.frame["status"] == "acked"]
+    assert sorted(decoded["id"]) == sorted(acked["id"])
+    # partition and offset in the ledger are where the broker put each record
+    by_id = acked.set_index("id")
+    for (partition, offset, _key, _value), record_id in zip(committed[:50], decoded["id"][:50], strict=True):
+        assert (by_id.loc[record_id, "partition"], by_id.loc[record_id, "offset"]) == (partition, offset)
+    everything = decode_values([value for *_rest, value in read_topic(bootstrap, topic, "read_uncommitted")])
+    assert set(everything["id"]) == set(range(3000))

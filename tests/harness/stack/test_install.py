@@ -1,0 +1,94 @@
+"""Unit tests: prerequisites that are missing or unreachable give a clear error with a hint, fast."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from streamcert.harness.stack import install
+from streamcert.harness.errors import PrerequisiteMissing
+from streamcert.harness.stack.ports import free_port
+
+
+@pytest.mark.parametrize("text, major", [
+    ('openjdk version "17.0.15" 2025-04-15', 17),
+    ('java version "1.8.0_392"', 8),
+    ('openjdk version "21" 2023-09-19', 21),
+    ("no version here", None),
+])
+def test_parse_java_major(text, major):
+    assert install.parse_java_major(text) == major
+
+
+def test_java_missing_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(PrerequisiteMissing) as info:
+        install.find_java()
+    text = str(info.value)
+    assert "Java was not found" in text and "Hint:" in text and "JAVA_HOME" in text
+
+
+def test_old_java_is_refused(monkeypatch, tmp_path):
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
+    (fake / "java").chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    with pytest.raises(PrerequisiteMissing) as info:
+        install.find_java()
+    assert "Java 17+ is required" in str(info.value) and "1.8.0_392" in str(info.value)
+
+
+def test_maven_missing_names_the_alternatives(monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path))
+    monkeypatch.delenv("STREAMCERT_KAFKA_LIB", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(PrerequisiteMissing) as info:
+        install.ensure_kafka()
+    text = str(info.value)
+    assert "Maven (`mvn`)" in text and "--provider testcontainers" in text and "--provider external" in text
+
+
+def test_maven_central_unreachable_fails_within_seconds_with_the_evidence(monkeypatch, tmp_path):
+    if not install.shutil.which("mvn"):
+        pytest.skip("Maven is not installed here")
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path))
+    monkeypatch.delenv("STREAMCERT_KAFKA_LIB", raising=False)
+    # A loopback port nobody listens on: connections are refused at once.
+    monkeypatch.setenv("STREAMCERT_MAVEN_REPO", f"http://127.0.0.1:{free_port()}/maven2")
+    began = time.monotonic()
+    with pytest.raises(PrerequisiteMissing) as info:
+        install.ensure_kafka()
+    assert time.monotonic() - began < 120
+    text = str(info.value)
+    assert "Maven could not resolve org.apache.kafka:kafka_2.13" in text
+    assert "STREAMCERT_MAVEN_REPO" in text and "Hint:" in text
+    assert not (tmp_path / "kafka" / install.KAFKA_VERSION / "lib" / ".complete").exists()
+
+
+def test_go_missing_names_the_alternatives(monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path))
+    monkeypatch.delenv("STREAMCERT_TOXIPROXY_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(install, "GO_FALLBACKS", ())
+    with pytest.raises(PrerequisiteMissing) as info:
+        install.ensure_toxiproxy()
+    assert "Go is needed once to build Toxiproxy" in str(info.value)
+    assert "STREAMCERT_TOXIPROXY_BIN" in str(info.value)
+
+
+def test_overrides_that_point_nowhere_are_reported(monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMCERT_KAFKA_LIB", str(tmp_path / "nothing"))
+    with pytest.raises(PrerequisiteMissing) as info:
+        install.ensure_kafka()
+    assert "STREAMCERT_KAFKA_LIB" in str(info.value)
+    monkeypatch.setenv("STREAMCERT_TOXIPROXY_BIN", str(tmp_path / "no-server"))
+    with pytest.raises(PrerequisiteMissing):
+        install.ensure_toxiproxy()
+
+
+def test_postgres_binaries_are_found_on_this_machine():
+    found = install.postgres_bin_dir()
+    if found is None:
+        pytest.skip("PostgreSQL is installed on first start; nothing to find yet")
+    assert (Path(found) / "postgres").exists() and (Path(found) / "initdb").exists()

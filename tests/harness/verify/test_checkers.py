@@ -1,0 +1,647 @@
+"""Unit tests: the Jepsen-style checkers find exactly what is wrong, and never pass what they cannot judge."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from streamcert.harness.verify.checkers import (
+    MAX_VIOLATIONS,
+    UNKNOWN,
+    AbortedReadChecker,
+    AggregatorBatchChecker,
+    Checker,
+    CheckResult,
+    DuplicateChecker,
+    LostChecker,
+    PerKeyOrderChecker,
+    UnexpectedChecker,
+    combined_valid,
+    exactly_once_checkers,
+    run_checks,
+)
+
+# --------------------------------------------------------------------------------------------------
+# Builders
+
+
+def make_ledger(keys: str, aborted: tuple[int, ...] = (), start: float = 100.0) -> pd.DataFrame:
+    """One record per character of ``keys`` (id = position), seq counted per key over committed records."""
+    aborted_mask = np.isin(np.arange(len(keys)), aborted)
+    seqs, seen = [], {}
+    for key, is_aborted in zip(keys, aborted_mask, strict=True):
+        seqs.append(seen.get(key, 0))
+        if not is_aborted:
+            seen[key] = seen.get(key, 0) + 1
+    return pd.DataFrame(
+        {
+            "id": np.arange(len(keys), dtype=np.int64),
+            "key": list(keys),
+            "seq": np.array(seqs, dtype=np.int64),
+            "produced_at": start + np.arange(len(keys), dtype=np.float64),
+            "aborted": aborted_mask,
+        }
+    )
+
+
+def deliver(ledger: pd.DataFrame, ids: list[int], **columns) -> pd.DataFrame:
+    """Output delivering ledger ``ids`` in that order (ids not in the ledger get key 'zz', seq 99)."""
+    by_id = ledger.set_index("id")
+    known = [i in by_id.index for i in ids]
+    frame = pd.DataFrame(
+        {
+            "id": np.array(ids, dtype=np.int64),
+            "key": [by_id.at[i, "key"] if k else "zz" for i, k in zip(ids, known, strict=True)],
+            "seq": np.array([by_id.at[i, "seq"] if k else 99 for i, k in zip(ids, known, strict=True)], dtype=np.int64),
+        }
+    )
+    for name, values in columns.items():
+        frame[name] = values
+    return frame
+
+
+ABC = "aabbcabcac"  # keys a: ids 0,1,5,8; b: 2,3,6; c: 4,7,9
+
+
+def ids_of(result: CheckResult) -> list[int]:
+    return [v["id"] for v in result.violations]
+
+
+# --------------------------------------------------------------------------------------------------
+# Protocol, helpers, serialisation
+
+
+@pytest.mark.parametrize(
+    "checker",
+    [*exactly_once_checkers(), PerKeyOrderChecker(allow_gaps=True), AggregatorBatchChecker(10, 1.0, 0.5)],
+    ids=repr,
+)
+def test_every_checker_satisfies_the_protocol(checker):
+    assert isinstance(checker, Checker)
+    assert isinstance(checker.name, str) and checker.name
+
+
+def test_exactly_once_set_is_lost_duplicate_unexpected_aborted_order():
+    names = [c.name for c in exactly_once_checkers()]
+    assert names == ["lost", "duplicate", "unexpected", "aborted_read", "per_key_order"]
+
+
+def test_combined_valid():
+    def r(valid):
+        return CheckResult(name="x", valid=valid)
+
+    assert combined_valid([r(True), r(True)]) is True
+    assert combined_valid([r(True), r(UNKNOWN)]) == UNKNOWN
+    assert combined_valid([r(UNKNOWN), r(False), r(True)]) is False
+    assert combined_valid([]) is True
+
+
+def test_to_dict_is_json_serialisable_with_numpy_values():
+    result = CheckResult(
+        name="x",
+        valid=np.bool_(False),
+        counts={"n": np.int64(3)},
+        violations=[{"kind": "k", "id": np.int64(1), "key": "a", "latency_s": np.float64(1.5), "nan": np.nan}],
+    )
+    as_dict = result.to_dict()
+    assert json.loads(json.dumps(as_dict)) == {
+        "name": "x",
+        "valid": False,
+        "counts": {"n": 3},
+        "violations": [{"kind": "k", "id": 1, "key": "a", "latency_s": 1.5, "nan": None}],
+        "error": None,
+    }
+    assert type(as_dict["counts"]["n"]) is int
+
+
+def test_real_results_serialise():
+    ledger = make_ledger(ABC)
+    output = deliver(ledger, [0, 2, 2, 42])
+    for result in run_checks(exactly_once_checkers(), ledger, output):
+        json.dumps(result.to_dict())
+
+
+# --------------------------------------------------------------------------------------------------
+# Lost
+
+
+def test_lost_passes_when_every_committed_record_arrives_even_twice():
+    ledger = make_ledger(ABC, aborted=(3,))
+    output = deliver(ledger, [0, 1, 2, 4, 5, 6, 7, 8, 9, 9])
+    result = LostChecker().check(ledger, output)
+    assert result.valid is True
+    assert result.counts == {"acknowledged": 9, "delivered": 9, "lost": 0}
+    assert result.violations == [] and result.error is None
+
+
+def test_lost_names_the_missing_records_in_ledger_order():
+    ledger = make_ledger(ABC)
+    output = deliver(ledger, [0, 1, 2, 3, 4, 6, 8, 9])
+    result = LostChecker().check(ledger, output)
+    assert result.valid is False
+    assert result.counts == {"acknowledged": 10, "delivered": 8, "lost": 2}
+    assert result.violations == [
+        {"kind": "lost", "id": 5, "key": "a", "seq": 2, "ledger_row": 5},
+        {"kind": "lost", "id": 7, "key": "c", "seq": 1, "ledger_row": 7},
+    ]
+
+
+def test_lost_violations_are_capped_at_ten():
+    ledger = make_ledger("k" * 30)
+    result = LostChecker().check(ledger, deliver(ledger, [29]))
+    assert result.counts["lost"] == 29
+    assert len(result.violations) == MAX_VIOLATIONS
+    assert ids_of(result) == list(range(10))
+
+
+# --------------------------------------------------------------------------------------------------
+# Duplicate
+
+
+def test_duplicate_passes_when_each_id_arrives_once():
+    ledger = make_ledger(ABC)
+    result = DuplicateChecker().check(ledger, deliver(ledger, list(range(10))))
+    assert result.valid is True
+    assert result.counts == {"deliveries": 10, "duplicated_ids": 0, "extra_deliveries": 0}
+
+
+def test_duplicate_reports_each_extra_delivery_with_its_first_row():
+    ledger = make_ledger(ABC)
+    output = deliver(ledger, [0, 1, 2, 1, 3, 1, 2, 4])
+    result = DuplicateChecker().check(ledger, output)
+    assert result.valid is False
+    assert result.counts == {"deliveries": 8, "duplicated_ids": 2, "extra_deliveries": 3}
+    assert result.violations == [
+        {"kind": "duplicate", "id": 1, "key": "a", "seq": 1, "row": 3, "deliveries": 3, "first_row": 1},
+        {"kind": "duplicate", "id": 1, "key": "a", "seq": 1, "row": 5, "deliveries": 3, "first_row": 1},
+        {"kind": "duplicate", "id": 2, "key": "b", "seq": 0, "row": 6, "deliveries": 2, "first_row": 2},
+    ]
+
+
+def test_duplicate_works_for_sparse_ids_too():
+    ledger = make_ledger("ab")
+    ledger["id"] = np.array([10**15, 7], dtype=np.int64)
+    output = deliver(ledger, [7, 10**15, 7])
+    result = DuplicateChecker().check(ledger, output)
+    assert result.counts == {"deliveries": 3, "duplicated_ids": 1, "extra_deliveries": 1}
+    assert result.violations[0]["id"] == 7 and result.violations[0]["row"] == 2
+
+
+def test_duplicate_violations_are_capped_at_ten():
+    ledger = make_ledger("k" * 20)
+    ids = list(range(20))
+    result = DuplicateChecker().check(ledger, deliver(ledger, ids + ids))
+    assert result.counts == {"deliveries": 40, "duplicated_ids": 20, "extra_deliveries": 20}
+    assert len(result.violations) == MAX_VIOLATIONS
+    assert ids_of(result) == list(range(10))
+
+
+# --------------------------------------------------------------------------------------------------
+# Unexpected
+
+
+def test_unexpected_passes_for_known_ids_including_aborted_ones():
+    ledger = make_ledger(ABC, aborted=(4,))
+    result = UnexpectedChecker().check(ledger, deliver(ledger, [0, 4, 9]))
+    assert result.valid is True
+    assert result.counts == {"deliveries": 3, "unexpected": 0, "unexpected_ids": 0}
+
+
+def test_unexpected_names_ids_missing_from_the_ledger():
+    ledger = make_ledger(ABC)
+    result = UnexpectedChecker().check(ledger, deliver(ledger, [0, 42, 1, 42, -3]))
+    assert result.valid is False
+    assert result.counts == {"deliveries": 5, "unexpected": 3, "unexpected_ids": 2}
+    assert [(v["kind"], v["id"], v["key"], v["row"]) for v in result.violations] == [
+        ("unexpected", 42, "zz", 1),
+        ("unexpected", 42, "zz", 3),
+        ("unexpected", -3, "zz", 4),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Aborted read
+
+
+def test_aborted_read_passes_when_aborted_records_stay_out():
+    ledger = make_ledger(ABC, aborted=(2, 7))
+    result = AbortedReadChecker().check(ledger, deliver(ledger, [0, 1, 3, 4, 5, 6, 8, 9]))
+    assert result.valid is True
+    assert result.counts == {"aborted": 2, "aborted_reads": 0, "aborted_read_ids": 0}
+
+
+def test_aborted_read_names_the_aborted_records_delivered():
+    ledger = make_ledger(ABC, aborted=(2, 7))
+    result = AbortedReadChecker().check(ledger, deliver(ledger, [0, 7, 1, 2]))
+    assert result.valid is False
+    assert result.counts == {"aborted": 2, "aborted_reads": 2, "aborted_read_ids": 2}
+    assert result.violations == [
+        {"kind": "aborted_read", "id": 7, "key": "c", "seq": 1, "row": 1},
+        {"kind": "aborted_read", "id": 2, "key": "b", "seq": 0, "row": 3},
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-key order
+
+
+def test_order_passes_for_interleaved_keys_in_order():
+    ledger = make_ledger(ABC)
+    result = PerKeyOrderChecker().check(ledger, deliver(ledger, [2, 0, 4, 1, 3, 7, 5, 6, 9, 8]))
+    assert result.valid is True
+    assert result.counts == {
+        "keys": 3,
+        "checked": 10,
+        "redeliveries_skipped": 0,
+        "uncommitted_skipped": 0,
+        "non_monotonic": 0,
+        "gaps": 0,
+    }
+
+
+def test_order_reports_a_swap_as_one_gap_and_one_non_monotonic():
+    ledger = make_ledger(ABC)
+    # key a is 0,1,5,8 (seq 0..3); 5 (seq 2) arrives before 1 (seq 1).
+    output = deliver(ledger, [0, 2, 5, 3, 1, 4, 6, 7, 8, 9])
+    result = PerKeyOrderChecker().check(ledger, output)
+    assert result.valid is False
+    assert result.counts["non_monotonic"] == 1 and result.counts["gaps"] == 1
+    assert result.violations == [
+        {"kind": "gap", "id": 5, "key": "a", "seq": 2, "row": 2, "expected_seq": 1},
+        {"kind": "non_monotonic", "id": 1, "key": "a", "seq": 1, "row": 4, "previous_seq": 2},
+    ]
+
+
+def test_order_with_gaps_allowed_reports_only_the_regression():
+    ledger = make_ledger(ABC)
+    output = deliver(ledger, [0, 2, 5, 3, 1, 4, 6, 7, 8, 9])
+    result = PerKeyOrderChecker(allow_gaps=True).check(ledger, output)
+    assert result.valid is False
+    assert result.counts["non_monotonic"] == 1 and result.counts["gaps"] == 0
+    assert [v["kind"] for v in result.violations] == ["non_monotonic"]
+
+
+def test_order_reports_a_gap_where_a_record_is_missing():
+    ledger = make_ledger(ABC)
+    result = PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 1, 2, 3, 4, 6, 7, 8, 9]))
+    assert result.valid is False
+    assert result.counts["gaps"] == 1 and result.counts["non_monotonic"] == 0
+    assert result.violations == [{"kind": "gap", "id": 8, "key": "a", "seq": 3, "row": 7, "expected_seq": 2}]
+    assert PerKeyOrderChecker(allow_gaps=True).check(ledger, deliver(ledger, [0, 1, 8])).valid is True
+
+
+def test_order_compares_with_the_highest_seq_so_far_not_the_previous_row():
+    ledger = make_ledger("aaaaa")
+    # 0, 3, 1, 2, 4: one gap (0 -> 3), two late records (1 and 2 after 3), and 4 continues after 3.
+    result = PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 3, 1, 2, 4]))
+    assert result.counts["gaps"] == 1 and result.counts["non_monotonic"] == 2
+    assert [(v["kind"], v["id"]) for v in result.violations] == [("gap", 3), ("non_monotonic", 1), ("non_monotonic", 2)]
+    assert [v.get("previous_seq") for v in result.violations[1:]] == [3, 3]
+
+
+def test_order_reports_an_equal_seq_on_a_different_id_as_non_monotonic():
+    ledger = make_ledger("aa")
+    output = deliver(ledger, [0, 1])
+    output.loc[1, "seq"] = 0  # the sink rewrote the seq: same key, same seq, another record
+    result = PerKeyOrderChecker().check(ledger, output)
+    assert result.counts["non_monotonic"] == 1
+    assert result.violations[0] == {"kind": "non_monotonic", "id": 1, "key": "a", "seq": 0, "row": 1, "previous_seq": 0}
+
+
+def test_order_skips_redeliveries_aborted_and_unexpected_records():
+    ledger = make_ledger("aaaa", aborted=(2,))
+    # committed a: ids 0,1,3 (seq 0,1,2); 2 is aborted (seq 2 too). A replay of 0,1 comes after 3.
+    output = deliver(ledger, [0, 1, 2, 3, 0, 1, 42])
+    result = PerKeyOrderChecker().check(ledger, output)
+    assert result.valid is True
+    assert result.counts == {
+        "keys": 1,
+        "checked": 3,
+        "redeliveries_skipped": 2,
+        "uncommitted_skipped": 2,
+        "non_monotonic": 0,
+        "gaps": 0,
+    }
+
+
+def test_order_follows_the_position_column_when_present():
+    ledger = make_ledger(ABC)
+    in_order = deliver(ledger, list(range(10)), position=np.arange(10))
+    shuffled = in_order.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    assert PerKeyOrderChecker().check(ledger, shuffled).valid is True
+    swapped = in_order.copy()
+    swapped.loc[[1, 5], "position"] = [5, 1]  # ids 1 and 5 (key a, seq 1 and 2) swap places
+    result = PerKeyOrderChecker().check(ledger, swapped)
+    assert result.counts["gaps"] == 1 and result.counts["non_monotonic"] == 1
+    assert [(v["kind"], v["id"], v["row"]) for v in result.violations] == [("gap", 5, 5), ("non_monotonic", 1, 1)]
+
+
+def test_order_uses_partition_and_offset_when_there_is_no_position():
+    ledger = make_ledger("aabb")
+    output = deliver(ledger, [1, 3, 0, 2], partition=[0, 1, 0, 1], offset=[1, 1, 0, 0])
+    assert PerKeyOrderChecker().check(ledger, output).valid is True
+    assert PerKeyOrderChecker().check(ledger, output.drop(columns=["partition", "offset"])).valid is False
+
+
+def test_order_accepts_categorical_keys():
+    ledger = make_ledger(ABC)
+    output = deliver(ledger, [0, 2, 5, 3, 1, 4, 6, 7, 8, 9])
+    output["key"] = output["key"].astype("category")
+    result = PerKeyOrderChecker().check(ledger, output)
+    assert result.counts["gaps"] == 1 and result.counts["non_monotonic"] == 1
+    assert result.violations[1]["key"] == "a"
+
+
+def test_order_violations_are_capped_at_ten_in_delivery_order():
+    ledger = make_ledger("ab" * 30)
+    a_ids, b_ids = list(range(0, 60, 2)), list(range(1, 60, 2))
+    output = deliver(ledger, b_ids[::-1] + a_ids[::-1])  # both keys delivered backwards
+    result = PerKeyOrderChecker().check(ledger, output)
+    assert result.counts["non_monotonic"] == 58
+    assert len(result.violations) == MAX_VIOLATIONS
+    assert [v["row"] for v in result.violations] == list(range(1, 11))
+    assert {v["key"] for v in result.violations} == {"b"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Aggregator batches
+
+
+def batches(ledger: pd.DataFrame, layout: list[tuple[str, list[int], float]]) -> pd.DataFrame:
+    """Output of an aggregator: ``(batch_id, ids, emitted_at)`` per emitted batch, in emission order."""
+    parts = [deliver(ledger, ids, batch_id=batch_id, emitted_at=emitted_at) for batch_id, ids, emitted_at in layout]
+    return pd.concat(parts, ignore_index=True)
+
+
+AGG = AggregatorBatchChecker(max_batch_size=4, max_wait_s=3.0, slack_s=0.5)
+
+
+def good_batches(ledger: pd.DataFrame) -> pd.DataFrame:
+    # produced_at is 100 + id; a: 0,1,5,8  b: 2,3,6  c: 4,7,9
+    return batches(ledger, [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 5, 6], 106.0), ("b3", [7, 9, 8], 109.0)])
+
+
+def test_aggregator_passes_a_well_formed_run():
+    ledger = make_ledger(ABC)
+    result = AGG.check(ledger, good_batches(ledger))
+    assert result.valid is True, result
+    assert result.counts == {
+        "batches": 3,
+        "records": 10,
+        "redeliveries_skipped": 0,
+        "uncommitted_skipped": 0,
+        "max_batch_size_seen": 4,
+        "oversized_batches": 0,
+        "non_contiguous_keys": 0,
+        "batch_order": 0,
+        "cross_batch_order": 0,
+        "batches_latency_judged": 3,
+        "late_flushes": 0,
+        "max_flush_latency_ms": 3000,
+    }
+
+
+def test_aggregator_reports_an_oversized_batch():
+    ledger = make_ledger(ABC)
+    output = batches(ledger, [("b1", [0, 1, 2, 3, 4], 104.0), ("b2", [5, 8, 6, 7, 9], 109.0)])
+    result = AggregatorBatchChecker(max_batch_size=4, max_wait_s=10.0).check(ledger, output)
+    assert result.valid is False
+    assert result.counts["oversized_batches"] == 2 and result.counts["max_batch_size_seen"] == 5
+    assert [(v["kind"], v["batch_id"], v["size"], v["id"], v["key"]) for v in result.violations] == [
+        ("oversized_batch", "b1", 5, 0, "a"),
+        ("oversized_batch", "b2", 5, 5, "a"),
+    ]
+
+
+def test_aggregator_reports_a_key_split_inside_a_batch():
+    ledger = make_ledger(ABC)
+    output = batches(ledger, [("b1", [0, 2, 3, 1], 103.0), ("b2", [4, 5, 6], 106.0), ("b3", [7, 9, 8], 109.0)])
+    result = AGG.check(ledger, output)
+    assert result.valid is False
+    assert result.counts["non_contiguous_keys"] == 1 and result.counts["batch_order"] == 0
+    assert result.violations == [
+        {"kind": "non_contiguous_key", "id": 1, "key": "a", "seq": 1, "batch_id": "b1", "row": 3}
+    ]
+    interleaved = batches(ledger, [("b1", [0, 2, 1, 3], 103.0)])
+    assert AGG.check(ledger, interleaved).counts["non_contiguous_keys"] == 2  # a and b both split
+
+
+def test_aggregator_reports_order_broken_inside_a_batch():
+    ledger = make_ledger(ABC)
+    output = batches(ledger, [("b1", [1, 0, 2, 3], 103.0), ("b2", [4, 5, 6], 106.0), ("b3", [7, 9, 8], 109.0)])
+    result = AGG.check(ledger, output)
+    assert result.valid is False
+    assert result.counts["batch_order"] == 1 and result.counts["cross_batch_order"] == 0
+    assert result.violations == [
+        {"kind": "batch_order", "id": 0, "key": "a", "seq": 0, "batch_id": "b1", "row": 1, "previous_seq": 1}
+    ]
+
+
+def test_aggregator_reports_order_broken_across_batches():
+    ledger = make_ledger(ABC)
+    # a's seq 2 (id 5) goes out in b2 before a's seq 1 (id 1) in b3.
+    output = batches(ledger, [("b1", [0, 2, 3], 102.0), ("b2", [4, 5, 6], 105.0), ("b3", [1, 8, 7, 9], 109.0)])
+    result = AggregatorBatchChecker(max_batch_size=4, max_wait_s=10.0).check(ledger, output)
+    assert result.valid is False
+    assert result.counts["cross_batch_order"] == 1 and result.counts["batch_order"] == 0
+    assert result.violations == [
+        {"kind": "cross_batch_order", "id": 1, "key": "a", "seq": 1, "batch_id": "b3", "row": 6, "previous_seq": 2}
+    ]
+
+
+def test_aggregator_orders_batches_by_emitted_at_not_by_row():
+    ledger = make_ledger(ABC)
+    output = good_batches(ledger)
+    reordered = pd.concat([output[output.batch_id == b] for b in ("b3", "b1", "b2")], ignore_index=True)
+    assert AGG.check(ledger, reordered).valid is True
+
+
+def test_aggregator_replayed_batch_is_neither_out_of_order_nor_late():
+    ledger = make_ledger(ABC)
+    # After a restart b2 is emitted again (b2-replay); its records are the DuplicateChecker's finding.
+    layout = [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 5, 6], 106.0), ("b2-replay", [4, 5, 6], 110.0)]
+    output = batches(ledger, layout + [("b3", [7, 9, 8], 110.0)])
+    result = AGG.check(ledger, output)
+    assert result.valid is True, result.violations
+    assert result.counts["redeliveries_skipped"] == 3
+    assert result.counts["batches"] == 4 and result.counts["batches_latency_judged"] == 3
+    assert DuplicateChecker().check(ledger, output).counts["extra_deliveries"] == 3
+
+
+def test_aggregator_reports_a_late_flush_naming_the_oldest_record():
+    ledger = make_ledger(ABC)
+    output = batches(ledger, [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 5, 6], 107.6), ("b3", [7, 9, 8], 109.0)])
+    result = AGG.check(ledger, output)
+    assert result.valid is False
+    assert result.counts["late_flushes"] == 1 and result.counts["max_flush_latency_ms"] == 3600
+    (violation,) = result.violations
+    assert violation["kind"] == "late_flush" and violation["batch_id"] == "b2"
+    assert violation["id"] == 4 and violation["key"] == "c"
+    assert violation["latency_s"] == pytest.approx(3.6) and violation["limit_s"] == 3.5
+    assert violation["produced_at"] == 104.0 and violation["emitted_at"] == 107.6
+
+
+def test_aggregator_without_emitted_at_is_unknown_never_a_pass():
+    ledger = make_ledger(ABC)
+    result = AGG.check(ledger, good_batches(ledger).drop(columns="emitted_at"))
+    assert result.valid == UNKNOWN
+    assert "emitted_at" in result.error and "flush latency not checked" in result.error
+    assert result.counts["oversized_batches"] == 0  # the rules that could run did
+
+
+def test_aggregator_without_produced_at_is_unknown():
+    ledger = make_ledger(ABC)
+    result = AGG.check(ledger.drop(columns="produced_at"), good_batches(ledger))
+    assert result.valid == UNKNOWN and "'produced_at' in ledger" in result.error
+
+
+def test_aggregator_missing_emitted_at_still_fails_on_what_it_found():
+    ledger = make_ledger(ABC)
+    output = batches(ledger, [("b1", [0, 1, 2, 3, 4], 0.0), ("b2", [5, 6, 7, 8, 9], 0.0)])
+    result = AGG.check(ledger, output.drop(columns="emitted_at"))
+    assert result.valid is False and result.counts["oversized_batches"] == 2
+    assert "emitted_at" in result.error
+
+
+def test_aggregator_without_batch_id_is_unknown():
+    ledger = make_ledger(ABC)
+    result = AGG.check(ledger, good_batches(ledger).drop(columns="batch_id"))
+    assert result.valid == UNKNOWN
+    assert result.error == "missing column 'batch_id' in output"
+    assert result.counts == {} and result.violations == []
+
+
+def test_aggregator_violations_are_capped_and_in_emission_order():
+    ledger = make_ledger("a" * 40)
+    layout = [(f"b{i:02d}", [4 * i + 3, 4 * i + 2, 4 * i + 1, 4 * i], 100.0 + 4 * i + 3) for i in range(10)]
+    result = AGG.check(ledger, batches(ledger, layout))
+    assert result.counts["batch_order"] == 30 and result.counts["cross_batch_order"] == 0
+    assert len(result.violations) == MAX_VIOLATIONS
+    assert [v["row"] for v in result.violations] == [1, 2, 3, 5, 6, 7, 9, 10, 11, 13]
+
+
+# --------------------------------------------------------------------------------------------------
+# Missing columns and crashes: unknown, never a pass
+
+
+@pytest.mark.parametrize(
+    ("checker", "frame", "column"),
+    [
+        (LostChecker(), "ledger", "aborted"),
+        (LostChecker(), "output", "id"),
+        (DuplicateChecker(), "output", "id"),
+        (UnexpectedChecker(), "ledger", "id"),
+        (AbortedReadChecker(), "ledger", "aborted"),
+        (PerKeyOrderChecker(), "output", "seq"),
+        (PerKeyOrderChecker(), "output", "key"),
+        (AGG, "output", "seq"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else type(x).__name__,
+)
+def test_a_missing_column_makes_the_checker_unknown(checker, frame, column):
+    ledger = make_ledger(ABC)
+    output = good_batches(ledger)
+    if frame == "ledger":
+        ledger = ledger.drop(columns=column)
+    else:
+        output = output.drop(columns=column)
+    result = checker.check(ledger, output)
+    assert result.valid == UNKNOWN
+    assert result.error == f"missing column {column!r} in {frame}"
+
+
+def test_wrong_column_types_make_the_checker_unknown_not_a_pass():
+    ledger = make_ledger(ABC)
+    output = deliver(ledger, list(range(10)))
+    output["id"] = output["id"].astype(float)
+    result = LostChecker().check(ledger, output)
+    assert result.valid == UNKNOWN
+    assert result.error == "TypeError: column 'id' must be integer, got float64"
+    as_text = ledger.assign(aborted=ledger["aborted"].map(str))
+    assert AbortedReadChecker().check(as_text, deliver(ledger, [0])).valid == UNKNOWN
+
+
+class _Exploding:
+    name = "exploding"
+
+    def check(self, ledger, output):
+        raise RuntimeError("boom")
+
+
+class _Lazy:
+    name = "lazy"
+
+    def check(self, ledger, output):
+        return True
+
+
+def test_a_crashing_checker_is_unknown_and_the_others_still_run():
+    ledger = make_ledger(ABC)
+    output = deliver(ledger, list(range(10)))
+    results = run_checks([_Exploding(), LostChecker(), _Lazy()], ledger, output)
+    assert [r.name for r in results] == ["exploding", "lost", "lazy"]
+    assert results[0].valid == UNKNOWN and results[0].error == "RuntimeError: boom"
+    assert results[1].valid is True
+    assert results[2].valid == UNKNOWN and "not CheckResult" in results[2].error
+    assert combined_valid(results) == UNKNOWN
+
+
+def test_a_builtin_checker_that_crashes_inside_is_unknown(monkeypatch):
+    import streamcert.harness.verify.checkers as checkers
+
+    def broken(ids):
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(checkers, "_redeliveries", broken)
+    ledger = make_ledger(ABC)
+    result = DuplicateChecker().check(ledger, deliver(ledger, list(range(10))))
+    assert result.valid == UNKNOWN and result.error == "MemoryError: out of memory"
+    assert run_checks([PerKeyOrderChecker()], ledger, deliver(ledger, [0]))[0].valid == UNKNOWN
+
+
+def test_empty_output_loses_everything_and_judges_nothing_else():
+    ledger = make_ledger(ABC)
+    empty = pd.DataFrame({"id": [], "key": [], "seq": []})  # object dtypes, as a reader of nothing may give
+    results = {r.name: r for r in run_checks(exactly_once_checkers(), ledger, empty)}
+    assert results["lost"].valid is False and results["lost"].counts["lost"] == 10
+    assert all(results[n].valid is True for n in ("duplicate", "unexpected", "aborted_read", "per_key_order"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Property-style: exact counts on a random ledger
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_ledger_with_k_injected_losses_and_duplicates(seed):
+    rng = np.random.default_rng(seed)
+    n, k_lost, k_dup = 10_000, int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    keys = rng.integers(0, 300, n)
+    ledger = make_ledger([f"k{c}" for c in keys], aborted=tuple(rng.choice(n, 25, replace=False)))
+    committed = ledger.loc[~ledger.aborted, "id"].to_numpy()
+    lost = rng.choice(committed, k_lost, replace=False)
+    delivered = committed[~np.isin(committed, lost)]
+    duplicated = rng.choice(delivered, k_dup, replace=False)
+    # Redeliveries land after the originals, as an at-least-once replay does.
+    ids = np.concatenate([delivered, np.sort(duplicated)])
+    output = deliver(ledger, ids.tolist())
+
+    results = {r.name: r for r in run_checks(exactly_once_checkers(), ledger, output)}
+    assert results["lost"].counts["lost"] == k_lost
+    assert sorted(ids_of(results["lost"])) == sorted(np.sort(lost)[:MAX_VIOLATIONS].tolist())
+    assert results["duplicate"].counts["extra_deliveries"] == k_dup
+    assert results["duplicate"].counts["duplicated_ids"] == k_dup
+    assert ids_of(results["duplicate"]) == np.sort(duplicated)[:MAX_VIOLATIONS].tolist()
+    assert results["unexpected"].valid is True and results["aborted_read"].valid is True
+    order = results["per_key_order"]
+    assert order.counts["non_monotonic"] == 0 and order.counts["redeliveries_skipped"] == k_dup
+    # A run of lost records inside a key shows as one gap; a lost head or tail shows as none.
+    assert order.counts["gaps"] == _gaps_by_runs(ledger, delivered)
+
+
+def _gaps_by_runs(ledger, delivered):
+    """Reference count: per key, jumps of more than one between consecutive delivered seqs."""
+    seqs = ledger[ledger.id.isin(delivered)].sort_values("id").groupby("key")["seq"]
+    return int(sum((np.diff(s.to_numpy()) > 1).sum() for _, s in seqs))
