@@ -1,87 +1,58 @@
-"""Executor faults on a running :class:`~streamcert.harness.run.driver.DriverProcess`: a Python worker killed, a task that throws,
-an executor JVM killed. Spark must retry the task (``local[N,F]``, ``F`` > 1 tries) or replace the executor
-(``local-cluster[W,C,MB]``) and the sink must still see every record exactly once.
+"""Executor faults on a running :class:`~streamcert.harness.run.driver.DriverProcess`: a Python worker killed, a task
+that throws, an executor JVM killed. Spark must retry the task (``local[N,F]``, ``F`` > 1 tries) or replace the
+executor (``local-cluster[W,C,MB]``) and the sink must still see every record exactly once.
 
-The kills find their victims by scanning ``/proc`` for the processes of the driver's current attempt (they carry
-its :data:`~streamcert.harness.run.driver.DRIVER_TOKEN_VAR`). The task exception is opt-in: a query builder puts
-:func:`failure_point` in its plan, and :class:`TaskException` arms it with a trigger file that exactly one task
-claims. Each fault records ``fault-start`` / ``fault-stop`` in the run's history, with what it hit.
+The kills find their victims among the processes of the driver's current attempt (they carry its
+:data:`~streamcert.harness.run.driver.DRIVER_TOKEN_VAR`), read with psutil. The task exception is opt-in: a query
+builder puts :func:`failure_point` in its plan, which reaches the SPI fault point :data:`TASK_EXCEPTION_POINT` in
+every task, and :class:`TaskException` arms that point to fail; exactly one task claims it. Each fault records
+``fault-start`` / ``fault-stop`` in the run's history, with what it hit.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
-from streamcert.harness.run.driver import DRIVER_TOKEN_VAR
+import psutil
+
 from streamcert.harness.errors import ConfigurationError, StartupFailed
-from streamcert.harness.faults.nemeses import Fault
-from streamcert.harness.run.history import History
+from streamcert.harness.faults.base import Fault, within
+from streamcert.harness.faults.registry import fault_kind
+from streamcert.harness.run.driver import DRIVER_TOKEN_VAR
 from streamcert.harness.stack.process import processes_with_token
-from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.waiting import wait_for
+from streamcert.spi.fault_points import arm, armed_file, claims, disarm, reached
 
 __all__ = [
-    "TRIGGER_NAME",
-    "InjectedTaskFailure",
+    "TASK_EXCEPTION_POINT",
     "failure_point",
     "python_task_workers",
     "executor_jvms",
     "PythonWorkerKill",
     "TaskException",
     "ExecutorKill",
-    "executor_fault_for",
 ]
 
-#: The file :class:`TaskException` creates and one task of a :func:`failure_point` renames to claim.
-TRIGGER_NAME = "fail-next-task"
-_CLAIMED = ".claimed-"
+#: The fault point :func:`failure_point` reaches in every task, and :class:`TaskException` arms.
+TASK_EXCEPTION_POINT = "streamcert.task-exception"
 _EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 #: read(2) and recvfrom(2) on x86-64 and arm64: how an idle reused worker waits for its next task.
 _READ_SYSCALLS = {"0", "45", "63", "207"}
 
 
-class InjectedTaskFailure(RuntimeError):
-    """Raised inside a Spark task by :func:`failure_point` when it claimed the trigger."""
-
-
 # -- the failure point (runs in Python workers) ----------------------------------------
 
-def _claim(trigger: str) -> str | None:
-    """Rename the trigger to a name of this task's own; None when there is none or another task was first."""
-    if not os.path.exists(trigger):  # the common case: one stat per task
-        return None
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    who = (f"stage{context.stageId()}-partition{context.partitionId()}-attempt{context.attemptNumber()}"
-           if context else "no-task-context")
-    claimed = f"{trigger}{_CLAIMED}{who}-pid{os.getpid()}"
-    try:
-        os.rename(trigger, claimed)  # atomic: of all tasks that saw the trigger, exactly one wins
-    except FileNotFoundError:
-        return None
-    return claimed
-
-
-def _fail_if_triggered(trigger: str) -> None:
-    claimed = _claim(trigger)
-    if claimed is not None:
-        raise InjectedTaskFailure(f"streamcert injected a task failure ({Path(claimed).name})")
-
-
-def failure_point(frame: Any, trigger_dir: str | Path) -> Any:
-    """``frame`` unchanged, except that a task fails once each time :class:`TaskException` arms ``trigger_dir``.
+def failure_point(frame: Any, point: str = TASK_EXCEPTION_POINT) -> Any:
+    """``frame`` unchanged, except that a task fails once each time :class:`TaskException` arms ``point``.
 
     Called by a query builder in the driver; the check runs in each task (one ``stat`` per partition, the rows
-    pass through as Arrow batches untouched).
+    pass through as Arrow batches untouched). The failure is the SPI's
+    :class:`~streamcert.spi.fault_points.InjectedPointFailure`, naming the task that claimed the point.
     """
-    trigger = str(Path(trigger_dir).resolve() / TRIGGER_NAME)
 
     def passthrough(batches):
-        _fail_if_triggered(trigger)
+        reached(point)
         yield from batches
 
     return frame.mapInArrow(passthrough, frame.schema)
@@ -89,43 +60,38 @@ def failure_point(frame: Any, trigger_dir: str | Path) -> Any:
 
 # -- finding the processes of a driver ---------------------------------------------------
 
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode(errors="replace")
-    except OSError:  # the process ended while we looked
-        return ""
-
-
 def _argv(pid: int) -> list[str]:
-    return [arg for arg in _read(f"/proc/{pid}/cmdline").split("\0") if arg]
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:  # the process ended while we looked
+        return []
 
 
 def _parent(pid: int) -> int | None:
-    stat = _read(f"/proc/{pid}/stat")
-    return int(stat.rsplit(")", 1)[1].split()[1]) if stat else None
+    try:
+        return psutil.Process(pid).ppid() or None
+    except psutil.Error:
+        return None
 
 
 def _ancestors(pid: int, generations: int) -> list[int]:
     """Parent, grandparent, ...: a worker's daemon, then its executor JVM."""
-    found = []
-    for _ in range(generations):
-        parent = _parent(pid)
-        if not parent:
-            break
-        found.append(parent)
-        pid = parent
-    return found
+    try:
+        return [parent.pid for parent in psutil.Process(pid).parents()[:generations]]
+    except psutil.Error:
+        return []
 
 
 def _driver_token(driver: Any) -> str:
     """The token of the driver's current attempt, read from the driver child's environment."""
     pid = driver.pid
     if pid is not None:
-        for entry in _read(f"/proc/{pid}/environ").split("\0"):
-            name, _, value = entry.partition("=")
-            if name == DRIVER_TOKEN_VAR:
-                return value
+        try:
+            token = psutil.Process(pid).environ().get(DRIVER_TOKEN_VAR)
+        except psutil.Error:  # it ended while we looked
+            token = None
+        if token:
+            return token
     raise ConfigurationError("An executor fault needs a running driver, and this one is not running.",
                              hint="Start the DriverProcess (and wait for its first batch) before the fault.")
 
@@ -170,19 +136,24 @@ def executor_jvms(driver: Any) -> dict[str, int]:
     return found
 
 
-def _jvm_socket_fd(pid: int) -> str | None:
+def _jvm_socket_fd(pid: int) -> int | None:
     """The worker's connection to the JVM: its lowest-numbered socket, open before the worker ran any code."""
     try:
-        fds = sorted(os.listdir(f"/proc/{pid}/fd"), key=int)
-    except OSError:
+        sockets = psutil.Process(pid).net_connections(kind="all")
+    except psutil.Error:
         return None
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
-                return fd
-        except OSError:
-            continue
-    return None
+    fds = [connection.fd for connection in sockets if connection.fd >= 0]
+    return min(fds) if fds else None
+
+
+def _syscall(pid: int) -> list[str]:
+    """``/proc/<pid>/syscall``: the system call a blocked process waits in, and its arguments (psutil has no such
+    reading). Empty when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/syscall", "rb") as handle:
+            return handle.read().decode(errors="replace").split()
+    except OSError:  # the process ended while we looked, or the kernel hides it
+        return []
 
 
 def _is_idle(pid: int) -> bool:
@@ -191,62 +162,60 @@ def _is_idle(pid: int) -> bool:
     Spark reuses workers; killing an idle one costs Spark nothing (it drops it and forks another), so it would be
     a fault that did not happen. Where ``/proc/<pid>/syscall`` cannot be read, a worker counts as busy.
     """
-    fields = _read(f"/proc/{pid}/syscall").split()
+    fields = _syscall(pid)
     if len(fields) < 2 or fields[0] not in _READ_SYSCALLS:
         return False
     fd = _jvm_socket_fd(pid)
-    return fd is not None and int(fields[1], 16) == int(fd)
+    return fd is not None and int(fields[1], 16) == fd
 
 
 def _busy_workers(driver: Any) -> list[int]:
     return [pid for pid in python_task_workers(driver) if not _is_idle(pid)]
 
 
+def _gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _sigkill(pid: int, timeout: float = 10.0) -> bool:
     """SIGKILL ``pid`` and wait until it is gone (or a zombie); True when it was alive to be killed."""
     try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
+        process = psutil.Process(pid)
+        process.kill()
+    except psutil.NoSuchProcess:
         return False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = _read(f"/proc/{pid}/stat")
-        if not state or state.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-            break
-        time.sleep(0.02)
+    within(lambda: _gone(process), what=f"process {pid} to exit", timeout=timeout, interval=0.02)
     return True
 
 
-def _wait_for(find, what: str, hint: str, timeout: float, interval: float = 0.05):
-    """Poll ``find()`` until it returns something; StartupFailed after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = find()
-        if found:
-            return found
-        if time.monotonic() >= deadline:
-            raise StartupFailed(f"No {what} within {timeout:.0f}s; the fault was not injected.", hint=hint)
-        time.sleep(interval)
+def _strike_wait(driver: Any, probe: Any, what: str, hint: str, timeout: float) -> Any:
+    """Wait for a victim; StartupFailed (the fault was not injected) if the driver exits or time runs out."""
+    return wait_for(probe, what=what, timeout=timeout, hint=f"The fault was not injected. {hint}".strip(),
+                    abort=lambda: None if driver.is_running() else f"the driver exited (code {driver.exit_code()})",
+                    evidence=driver.tail, error=StartupFailed)
 
 
 # -- the faults ---------------------------------------------------------------------------
 
+@fault_kind("python_worker_kill", targets=("executor",))
 class PythonWorkerKill(Fault):
     """SIGKILL one Python worker while it runs a task; Spark fails that attempt and retries it.
 
-    ``start`` runs in the harness and waits up to ``wait_s`` for a worker that is running a task. ``env`` is the
-    :class:`~streamcert.harness.run.driver.DriverProcess`.
+    ``start`` runs in the harness and waits up to ``wait_s`` for a worker of the driver that is running a task.
     """
 
-    def __init__(self, spec: FaultSpec, env: Any, history: History, wait_s: float = 60.0) -> None:
-        super().__init__(spec, env, history)
-        self.wait_s = wait_s
+    needs = ("driver",)
+    wait_s = 60.0
 
     def _inject(self) -> dict[str, Any]:
-        busy = _wait_for(lambda: _busy_workers(self.env), "Python worker running a task",
-                         "The query may run no Python code in its tasks, or be idle between batches; strike while "
-                         "a batch runs (a slower source, e.g. CountingSource's readDelayMs, widens the window).",
-                         self.wait_s)
+        driver = self.driver
+        busy = _strike_wait(driver, lambda: _busy_workers(driver), "Python worker running a task",
+                            "The query may run no Python code in its tasks, or be idle between batches; strike "
+                            "while a batch runs (a slower source, e.g. CountingSource's readDelayMs, widens the "
+                            "window).", self.wait_s)
         victim = busy[0]
         daemon = _parent(victim)
         killed = _sigkill(victim)
@@ -256,6 +225,7 @@ class PythonWorkerKill(Fault):
         return {}  # Spark heals by itself: the daemon forks a new worker for the retried task
 
 
+@fault_kind("executor_kill", targets=("executor",))
 class ExecutorKill(Fault):
     """SIGKILL one executor JVM (``local-cluster``), preferably one running a Python task.
 
@@ -264,26 +234,24 @@ class ExecutorKill(Fault):
     a replacement; the lost tasks are retried elsewhere.
     """
 
-    def __init__(self, spec: FaultSpec, env: Any, history: History, wait_s: float = 60.0,
-                 prefer_busy_s: float = 10.0) -> None:
-        super().__init__(spec, env, history)
-        self.wait_s = wait_s
-        self.prefer_busy_s = prefer_busy_s
+    needs = ("driver",)
+    wait_s = 60.0
+    prefer_busy_s = 10.0
 
     def _running_python_task(self) -> list[str]:
-        executors = executor_jvms(self.env)
-        hosts = {ancestor for pid in _busy_workers(self.env) for ancestor in _ancestors(pid, 2)}
+        executors = executor_jvms(self.driver)
+        hosts = {ancestor for pid in _busy_workers(self.driver) for ancestor in _ancestors(pid, 2)}
         return sorted((eid for eid, pid in executors.items() if pid in hosts), key=_executor_order)
 
     def _inject(self) -> dict[str, Any]:
-        _wait_for(lambda: executor_jvms(self.env), "executor JVM",
-                  "Executor JVMs exist with master local-cluster[W,C,MB] (e.g. local-cluster[2,1,1024]) "
-                  "or a real cluster; local[N] runs tasks inside the driver.", self.wait_s)
-        try:
-            running = _wait_for(self._running_python_task, "executor running a Python task", "", self.prefer_busy_s)
-        except StartupFailed:  # JVM-only tasks, or between batches: any executor will do
-            running = []
-        executors = executor_jvms(self.env)
+        driver = self.driver
+        _strike_wait(driver, lambda: executor_jvms(driver), "executor JVM",
+                     "Executor JVMs exist with master local-cluster[W,C,MB] (e.g. local-cluster[2,1,1024]) "
+                     "or a real cluster; local[N] runs tasks inside the driver.", self.wait_s)
+        # JVM-only tasks, or between batches: then any executor will do
+        running = within(self._running_python_task, what="an executor running a Python task",
+                         timeout=self.prefer_busy_s) or []
+        executors = executor_jvms(driver)
         victim = next((eid for eid in running if eid in executors), min(executors, key=_executor_order))
         pid = executors[victim]
         return {"executor_id": victim, "pid": pid, "killed": _sigkill(pid), "running_python_task": bool(running),
@@ -291,7 +259,7 @@ class ExecutorKill(Fault):
 
     def _heal(self) -> dict[str, Any]:
         try:
-            executors = executor_jvms(self.env)
+            executors = executor_jvms(self.driver)
         except ConfigurationError:  # the driver ended meanwhile; nothing left to look at
             executors = {}
         return {"executors_now": sorted(executors, key=_executor_order)}
@@ -301,58 +269,36 @@ def _executor_order(executor_id: str) -> tuple[int, str]:
     return (int(executor_id), "") if executor_id.isdigit() else (1 << 30, executor_id)
 
 
+@fault_kind("task_exception", targets=("executor",))
 class TaskException(Fault):
-    """Arm the :func:`failure_point` in ``trigger_dir``: the next task through it raises :class:`InjectedTaskFailure`.
+    """Arm the :func:`failure_point` of the driver's query: the next task through it raises.
 
-    ``start`` creates the trigger file; ``stop`` removes it if no task claimed it and records whether one did.
-    ``env`` may be the driver or None: the fault only touches ``trigger_dir``.
+    ``start`` arms :data:`TASK_EXCEPTION_POINT` with ``fail`` in the driver's fault-points folder; ``stop``
+    disarms it if no task claimed it, and records whether one did and which (stage, partition, attempt, pid).
     """
 
-    def __init__(self, spec: FaultSpec, env: Any, history: History, trigger_dir: str | Path) -> None:
-        super().__init__(spec, env, history)
-        self.trigger_dir = Path(trigger_dir).resolve()
-        self._claims_before: set[str] = set()
+    needs = ("driver",)
+    point = TASK_EXCEPTION_POINT
+
+    @property
+    def folder(self) -> Path:
+        return self.driver.fault_points_dir
 
     @property
     def trigger(self) -> Path:
-        return self.trigger_dir / TRIGGER_NAME
+        """The armed point's file; gone once a task claimed it or the fault stopped."""
+        return armed_file(self.folder, self.point)
 
     def claims(self) -> list[str]:
-        """Names of every claimed trigger in ``trigger_dir`` (each one a task that failed on purpose)."""
-        if not self.trigger_dir.is_dir():
-            return []
-        return sorted(p.name for p in self.trigger_dir.iterdir() if p.name.startswith(TRIGGER_NAME + _CLAIMED))
+        """Every task that claimed the point in this driver's folder so far (each one failed on purpose)."""
+        return claims(self.folder, self.point)
 
     def _inject(self) -> dict[str, Any]:
-        self.trigger_dir.mkdir(parents=True, exist_ok=True)
         self._claims_before = set(self.claims())
-        staging = self.trigger_dir / f".{TRIGGER_NAME}.{os.getpid()}"
-        staging.write_text(str(time.time()))
-        os.replace(staging, self.trigger)  # a task never sees a half-written trigger
-        return {"trigger": str(self.trigger)}
+        arm(self.folder, self.point, action="fail")
+        return {"trigger": str(self.trigger), "point": self.point}
 
     def _heal(self) -> dict[str, Any]:
-        try:
-            self.trigger.unlink()
-            unclaimed = True
-        except FileNotFoundError:  # a task renamed it first
-            unclaimed = False
-        new_claims = [name for name in self.claims() if name not in self._claims_before]
-        return {"claimed": not unclaimed, "claimed_by": [name.split(_CLAIMED, 1)[1] for name in new_claims]}
-
-
-_FAULTS = {"python_worker_kill": PythonWorkerKill, "executor_kill": ExecutorKill}
-
-
-def executor_fault_for(spec: FaultSpec, driver: Any, history: History,
-                       trigger_dir: str | Path | None = None) -> Fault:
-    """The fault object that carries out ``spec`` (``python_worker_kill``, ``task_exception``, ``executor_kill``)."""
-    if spec.fault == "task_exception":
-        if trigger_dir is None:
-            raise ConfigurationError("task_exception needs the trigger folder of the query's failure_point.",
-                                     hint="Pass trigger_dir= (the folder given to failure_point in the builder).")
-        return TaskException(spec, driver, history, trigger_dir)
-    if spec.fault not in _FAULTS:
-        raise ConfigurationError(f"{spec.fault!r} is not an executor fault.",
-                                 hint="Executor faults are python_worker_kill, task_exception and executor_kill.")
-    return _FAULTS[spec.fault](spec, driver, history)
+        unclaimed = disarm(self.folder, self.point)
+        return {"claimed": not unclaimed,
+                "claimed_by": [who for who in self.claims() if who not in self._claims_before]}

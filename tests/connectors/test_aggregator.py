@@ -16,7 +16,9 @@ from streamcert.connectors.aggregator import ROCKSDB_PROVIDER
 from streamcert.harness.verify.checkers import AggregatorBatchChecker, exactly_once_checkers, run_checks
 from streamcert.harness.run.checkpoint import state_partitions
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
-from streamcert.harness.faults.nemeses import DriverPointFault, RescaleFault
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.driver import RescaleFault
+from streamcert.harness.faults.points import DriverPointFault
 from streamcert.harness.run.history import History
 from streamcert.harness.stack.kafka_clients import create_topic, read_topic
 from streamcert.harness.faults.schedule import FaultSpec
@@ -106,7 +108,7 @@ def test_a_driver_killed_after_the_sink_committed_and_before_spark_did_replays_t
     def kill(driver):
         driver.wait_for(lambda _d: len(_batches(stack, driver)) > 0, "a first emitted batch", timeout=180)
         fault = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": "kafka-2pc.after-commit"}),
-                                 driver, history)
+                                 FaultContext(driver=driver, history=history, workdir=tmp_path))
         fault.start()
         fault.stop()
 
@@ -128,7 +130,7 @@ def test_rescale_through_the_offline_state_repartition_keeps_buffered_records(st
         driver.wait_for(lambda _d: len(_batches(stack, driver)) > 0, "a first emitted batch", timeout=180)
         began["at_ms"] = time.time() * 1000
         fault = RescaleFault(FaultSpec("rescale", "driver", 0, 0, {"parallelism": 1, "state_partitions": 2}),
-                             driver, history)
+                             FaultContext(driver=driver, history=history, workdir=tmp_path))
         fault.start()
         fault.stop()
 

@@ -11,7 +11,10 @@ import pytest
 from streamcert.connectors.row_blocks import decode_block
 from streamcert.harness.verify.checkers import exactly_once_checkers, run_checks
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
-from streamcert.harness.faults.nemeses import BrokerFault, DriverPointFault, RescaleFault, TaskPointFault
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.driver import RescaleFault
+from streamcert.harness.faults.points import DriverPointFault, TaskPointFault
+from streamcert.harness.faults.servers import BrokerFault
 from streamcert.harness.run.history import History
 from streamcert.harness.stack.kafka_clients import create_topic, read_topic
 from streamcert.harness.faults.schedule import FaultSpec
@@ -70,7 +73,8 @@ def test_driver_killed_at_each_protocol_step_in_turn_recovers_exactly_once(stack
 
     def kill_at_each(driver):
         for point in points:
-            fault = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": point}), driver, history)
+            fault = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": point}),
+                                     FaultContext(driver=driver, history=history, workdir=tmp_path))
             fault.start()
             fault.stop()
 
@@ -85,7 +89,7 @@ def test_a_failed_task_attempt_after_staging_leaves_an_orphan_that_is_never_copi
 
     def fail_once(driver):
         fault = TaskPointFault(FaultSpec("task_fail_at", "executor", 0, 0, {"point": "kafka-2pc.after-stage"}),
-                               driver, history)
+                               FaultContext(driver=driver, history=history, workdir=tmp_path))
         fault.start()
         fault.stop()
 
@@ -105,14 +109,17 @@ def test_rescale_while_a_batch_is_pending_and_a_broker_restart_stay_exactly_once
     def faults(driver):
         # dies with rows and ledger record written but not committed; the replay runs with one reader task
         point = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0,
-                                           {"point": "kafka-2pc.before-commit"}), driver, history)
+                                           {"point": "kafka-2pc.before-commit"}),
+                                 FaultContext(driver=driver, history=history, workdir=tmp_path))
         point.start()
-        rescale = RescaleFault(FaultSpec("rescale", "driver", 0, 0, {"parallelism": 1}), driver, history)
+        rescale = RescaleFault(FaultSpec("rescale", "driver", 0, 0, {"parallelism": 1}),
+                               FaultContext(driver=driver, history=history, workdir=tmp_path))
         rescale.start()
         rescale.stop()
         driver.wait_for(lambda d: (d.checkpoint().latest_commit or -1) >= 2, "progress after the rescale",
                         timeout=180)
-        broker = BrokerFault(FaultSpec("broker_kill", "kafka", 0, 0, {}), stack, history)
+        broker = BrokerFault(FaultSpec("broker_kill", "kafka", 0, 0, {}),
+                             FaultContext(environment=stack, history=history, workdir=tmp_path))
         broker.start()
         broker.stop()
 

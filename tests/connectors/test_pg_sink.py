@@ -8,7 +8,8 @@ import psycopg
 import pytest
 
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
-from streamcert.harness.faults.nemeses import DriverPointFault, TaskPointFault
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.points import DriverPointFault, TaskPointFault
 from streamcert.harness.run.history import History
 from streamcert.harness.stack.kafka_clients import create_topic
 from streamcert.harness.faults.schedule import FaultSpec
@@ -49,7 +50,8 @@ def _run(stack, tmp_path, points: list[str]):
     history = History()
     with driver:
         for point in points:
-            fault = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": point}), driver, history)
+            fault = DriverPointFault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": point}),
+                                     FaultContext(driver=driver, history=history, workdir=tmp_path))
             fault.start()
             fault.stop()
         driver.wait_for(lambda _d: len(_ids(dsn, table)) >= len(expected), "every row committed", timeout=240)
@@ -76,7 +78,7 @@ def test_a_task_attempt_failing_after_prepare_leaves_an_orphan_that_is_rolled_ba
     history = History()
     with driver:
         fault = TaskPointFault(FaultSpec("task_fail_at", "executor", 0, 0, {"point": "pg-2pc.after-prepare"}),
-                               driver, history)
+                               FaultContext(driver=driver, history=history, workdir=tmp_path))
         fault.start()
         fault.stop()
         driver.wait_for(lambda _d: len(_ids(dsn, table)) >= len(expected), "every row committed", timeout=240)

@@ -25,5 +25,5 @@ def counting_to_files(spark, params):
 
 
 def counting_through_failure_point(spark, params):
-    """The same, through a failure point armed by a trigger file in ``params["trigger_dir"]``."""
-    return _to_files(failure_point(_counting(spark, params), params["trigger_dir"]), params)
+    """The same, through the failure point a ``task_exception`` fault arms (in the driver's fault-points folder)."""
+    return _to_files(failure_point(_counting(spark, params)), params)

@@ -1,31 +1,42 @@
 """Executor faults really happen: Spark's own event log shows the failed attempt or the lost and replaced executor,
 the query goes on, and the file sink holds every record exactly once.
 
-Each test runs a real query in a driver child process; the output is read with pyarrow (only the files the sink
-committed), so this process needs no Spark of its own.
+The integration tests run a real query in a driver child process; the output is read with pyarrow (only the files
+the sink committed), so this process needs no Spark of its own. The unit tests check how victims are found (psutil
+and ``/proc/<pid>/syscall``) on processes of their own.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import psutil
 import pytest
 
-from streamcert.harness.run.driver import DriverProcess, QuerySpec
-from streamcert.harness.run.observers.files import read_committed_table
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.faults import executor
+from streamcert.harness.faults.base import FaultContext
 from streamcert.harness.faults.executor import (
+    TASK_EXCEPTION_POINT,
     ExecutorKill,
     PythonWorkerKill,
     TaskException,
-    executor_fault_for,
     python_task_workers,
 )
-from streamcert.harness.run.history import History
+from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.driver import DRIVER_TOKEN_VAR, DriverProcess, QuerySpec
+from streamcert.harness.run.history import History
+from streamcert.harness.run.observers.files import read_committed_table
 from streamcert.harness.verify.spark_events import event_log_conf, executor_changes, failed_tasks, read_events
-
-pytestmark = pytest.mark.integration
+from streamcert.harness.waiting import wait_for
+from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR, InjectedPointFailure, reached
 
 ROWS, PER_BATCH = 40, 10
 LAST_BATCH = ROWS // PER_BATCH - 1
@@ -45,6 +56,10 @@ def _driver(tmp_path: Path, builder: str, master: str, **params) -> DriverProces
     return DriverProcess(spec, tmp_path / "driver")
 
 
+def _context(driver: DriverProcess, history: History, tmp_path: Path) -> FaultContext:
+    return FaultContext(driver=driver, history=history, workdir=tmp_path / "faults")
+
+
 def _committed(batch: int):
     return lambda driver: (driver.checkpoint().latest_commit or -1) >= batch
 
@@ -53,12 +68,13 @@ def _spec(fault: str) -> FaultSpec:
     return FaultSpec(fault, "executor", 0, 0)
 
 
+@pytest.mark.integration
 def test_python_worker_kill_fails_one_attempt_that_spark_retries(tmp_path):
     began, history = time.monotonic(), History()
     driver = _driver(tmp_path, "tests.harness.executor_queries:counting_to_files", "local[2,3]")
     with driver:
         driver.wait_for(_committed(0), "the first batch", timeout=180)
-        fault = executor_fault_for(_spec("python_worker_kill"), driver, history)
+        fault = build_fault(_spec("python_worker_kill"), _context(driver, history, tmp_path))
         assert isinstance(fault, PythonWorkerKill)
         fault.start()
         struck = driver.checkpoint().latest_offsets  # the batch whose task was running; it cannot commit yet
@@ -74,14 +90,13 @@ def test_python_worker_kill_fails_one_attempt_that_spark_retries(tmp_path):
           f"{time.monotonic() - began:.1f}s")
 
 
+@pytest.mark.integration
 def test_task_exception_is_claimed_once_and_retried(tmp_path):
     began, history = time.monotonic(), History()
-    triggers = tmp_path / "triggers"
-    driver = _driver(tmp_path, "tests.harness.executor_queries:counting_through_failure_point", "local[2,3]",
-                     trigger_dir=str(triggers))
+    driver = _driver(tmp_path, "tests.harness.executor_queries:counting_through_failure_point", "local[2,3]")
     with driver:
         driver.wait_for(_committed(0), "the first batch", timeout=180)
-        fault = executor_fault_for(_spec("task_exception"), driver, history, trigger_dir=triggers)
+        fault = build_fault(_spec("task_exception"), _context(driver, history, tmp_path))
         assert isinstance(fault, TaskException)
         fault.start()
         driver.wait_for(lambda _d: fault.claims(), "a task to claim the trigger", timeout=60)
@@ -90,9 +105,12 @@ def test_task_exception_is_claimed_once_and_retried(tmp_path):
         failures = failed_tasks(read_events(tmp_path / "events"))
     stopped = history.events("fault-stop")[0]
     assert stopped["claimed"] is True and len(stopped["claimed_by"]) == 1 and len(fault.claims()) == 1
+    assert stopped["claimed_by"][0].startswith("stage")  # claimed inside a task: stage, partition, attempt, pid
     assert not fault.trigger.exists()
     assert len(failures) == 1 and failures[0].reason == "ExceptionFailure"
-    assert "InjectedTaskFailure" in failures[0].message and stopped["claimed_by"][0] in failures[0].message
+    # the task failed through the SPI's fault point (the one arm/claim mechanism), and names who claimed it
+    assert "InjectedPointFailure" in failures[0].message and TASK_EXCEPTION_POINT in failures[0].message
+    assert stopped["claimed_by"][0] in failures[0].message
     assert _committed_values(tmp_path / "out") == list(range(ROWS))
     print(f"\ntask exception: claimed by {stopped['claimed_by']}; failed: {failures}; "
           f"{time.monotonic() - began:.1f}s")
@@ -100,21 +118,48 @@ def test_task_exception_is_claimed_once_and_retried(tmp_path):
 
 def test_an_unclaimed_trigger_is_removed_and_recorded_as_unclaimed(tmp_path):
     history = History()
-    fault = TaskException(_spec("task_exception"), None, history, tmp_path)
+    driver = _driver(tmp_path, "tests.harness.executor_queries:counting_to_files", "local[1]")  # never started
+    fault = build_fault(_spec("task_exception"), _context(driver, history, tmp_path))
     fault.start()
-    assert fault.trigger.exists()
+    assert fault.trigger.exists() and fault.trigger.parent == driver.fault_points_dir
     fault.stop()
     assert not fault.trigger.exists()
     assert history.events("fault-stop")[0]["claimed"] is False
+    assert history.events("fault-stop")[0]["claimed_by"] == []
 
 
+def test_a_task_exception_claimed_in_this_process_is_reported_with_its_claimer(tmp_path, monkeypatch):
+    """The failure point's check is the SPI's reached(): armed by the fault, claimed once, then a no-op."""
+    history = History()
+    driver = _driver(tmp_path, "tests.harness.executor_queries:counting_to_files", "local[1]")
+    monkeypatch.setenv(POINTS_DIR_VAR, str(driver.fault_points_dir))
+    monkeypatch.setenv(DRIVER_PID_VAR, str(os.getpid()))  # never signalled: the action is "fail"
+    fault = build_fault(_spec("task_exception"), _context(driver, history, tmp_path))
+    fault.start()
+    with pytest.raises(InjectedPointFailure, match=f"no-task-context-pid{os.getpid()}"):
+        reached(TASK_EXCEPTION_POINT)
+    reached(TASK_EXCEPTION_POINT)  # claimed: the retried task goes through
+    fault.stop()
+    stopped = history.events("fault-stop")[0]
+    assert stopped["claimed"] is True and stopped["claimed_by"] == [f"no-task-context-pid{os.getpid()}"]
+    assert history.events("fault-start")[0]["point"] == TASK_EXCEPTION_POINT
+
+
+@pytest.mark.parametrize("kind", ["python_worker_kill", "task_exception", "executor_kill"])
+def test_executor_faults_need_the_driver(kind, tmp_path):
+    with pytest.raises(ConfigurationError, match="driver process") as info:
+        build_fault(_spec(kind), FaultContext(history=History(), workdir=tmp_path))
+    assert "FaultContext(driver=" in str(info.value)
+
+
+@pytest.mark.integration
 def test_executor_kill_under_local_cluster_is_replaced_and_exactly_once(tmp_path):
     began, history = time.monotonic(), History()
     events = tmp_path / "events"
     driver = _driver(tmp_path, "tests.harness.executor_queries:counting_to_files", "local-cluster[2,1,1024]")
     with driver:
         driver.wait_for(_committed(0), "the first batch", timeout=180)
-        fault = executor_fault_for(_spec("executor_kill"), driver, history)
+        fault = build_fault(_spec("executor_kill"), _context(driver, history, tmp_path))
         assert isinstance(fault, ExecutorKill)
         fault.start()
         killed = history.events("fault-start")[0]
@@ -140,3 +185,65 @@ def test_executor_kill_under_local_cluster_is_replaced_and_exactly_once(tmp_path
     print(f"\nexecutor kill: executor {victim} (pid {killed['pid']}) of {sorted(before)}; changes: "
           f"{[(c.kind, c.executor_id, c.reason) for c in changes]}; failed: {lost}; "
           f"after: {history.events('fault-stop')[0]['executors_now']}; {time.monotonic() - began:.1f}s")
+
+
+# -- finding victims (unit: processes of the test's own) ----------------------------------------
+
+def _python(code: str, *args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, *args], **kwargs)
+
+
+@pytest.mark.parametrize("argv, module", [
+    (["python3", "-m", "pyspark.daemon"], "pyspark.worker"),
+    (["python3", "-m", "pyspark.daemon", "pyspark.worker"], "pyspark.worker"),
+    (["python3", "-m", "pyspark.worker"], "pyspark.worker"),
+    (["python3", "-m", "streamcert.harness.run.driver", "spec.json"], None),
+    (["java", "-cp", "x", "org.apache.spark.executor.CoarseGrainedExecutorBackend"], None),
+    (["python3", "-m"], None),
+])
+def test_worker_module_reads_pysparks_command_lines(argv, module):
+    assert executor._worker_module(argv) == module
+
+
+def test_the_driver_token_is_read_from_the_driver_processes_environment():
+    environ = {name: value for name, value in os.environ.items() if name != DRIVER_TOKEN_VAR}
+    with_token = _python("import time; time.sleep(60)", env={**environ, DRIVER_TOKEN_VAR: "token-123"})
+    without = _python("import time; time.sleep(60)", env=environ)
+    try:
+        assert executor._driver_token(SimpleNamespace(pid=with_token.pid)) == "token-123"
+        with pytest.raises(ConfigurationError, match="needs a running driver"):
+            executor._driver_token(SimpleNamespace(pid=without.pid))
+    finally:
+        for child in (with_token, without):
+            child.kill()
+            child.wait()
+    with pytest.raises(ConfigurationError, match="needs a running driver"):
+        executor._driver_token(SimpleNamespace(pid=None))
+
+
+def test_sigkill_kills_and_waits_then_reports_a_process_already_gone():
+    child = _python("import time; time.sleep(60)")
+    assert executor._sigkill(child.pid) is True
+    assert executor._gone(psutil.Process(child.pid))  # a zombie until reaped: gone all the same
+    assert child.wait(timeout=10) == -9
+    assert executor._sigkill(child.pid) is False
+
+
+@pytest.mark.skipif(not os.access("/proc/self/syscall", os.R_OK), reason="this kernel hides /proc/<pid>/syscall")
+def test_a_worker_blocked_reading_its_first_socket_is_idle_and_a_sleeping_one_is_not():
+    ours, theirs = socket.socketpair()
+    reader = _python("import socket, sys; socket.socket(fileno=int(sys.argv[1])).recv(1)", str(theirs.fileno()),
+                     pass_fds=[theirs.fileno()])
+    sleeper = _python("import time; time.sleep(60)")
+    try:
+        assert executor._jvm_socket_fd(reader.pid) is not None
+        assert wait_for(lambda: executor._is_idle(reader.pid), what="the reader to block", timeout=20)
+        time.sleep(0.2)
+        assert executor._is_idle(sleeper.pid) is False  # nanosleep, and no socket at all
+        assert executor._jvm_socket_fd(sleeper.pid) is None
+    finally:
+        for child in (reader, sleeper):
+            child.kill()
+            child.wait()
+        ours.close()
+        theirs.close()

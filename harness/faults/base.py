@@ -1,0 +1,137 @@
+"""What every fault is: :class:`Fault` (start injects, stop heals, both recorded) and :class:`FaultContext`.
+
+A fault is built from a :class:`~streamcert.harness.faults.schedule.FaultSpec` and the context of the run by
+:func:`streamcert.harness.faults.registry.build_fault`. ``start()`` and ``stop()`` run in the harness process
+(the scenario's fault timeline, or a test) and are idempotent; each records ``fault-start`` / ``fault-stop`` in
+the run's :class:`~streamcert.harness.run.history.History`, with what the fault hit.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from streamcert.harness.errors import ConfigurationError, StreamcertError
+from streamcert.harness.waiting import wait_for
+
+if TYPE_CHECKING:
+    from streamcert.harness.faults.schedule import FaultSpec
+    from streamcert.harness.run.driver import DriverProcess
+    from streamcert.harness.run.history import History
+    from streamcert.harness.stack.environment import Environment
+
+__all__ = ["FaultContext", "Fault", "within"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FaultContext:
+    """What a fault may act on in one run; built once by whoever carries out the schedule.
+
+    ``environment`` is the started stack (servers and Toxiproxy links), ``driver`` the query's
+    :class:`~streamcert.harness.run.driver.DriverProcess`; either may be None where a test has no such thing.
+    ``workdir`` is where a fault writes what it leaves behind (e.g. the state repartition's log).
+    """
+
+    history: History
+    workdir: Path
+    environment: Environment | None = None
+    driver: DriverProcess | None = None
+    input_topic: str | None = None
+
+
+class Fault(ABC):
+    """One fault of a schedule. Subclasses define ``_inject`` and ``_heal`` (each returns the event's details).
+
+    ``needs`` names what the fault acts on (``"driver"``, ``"environment"``, ``"input_topic"``): building it with a
+    context that lacks one is a ConfigurationError at once, before the run, not when the fault strikes.
+    """
+
+    needs: tuple[str, ...] = ()
+
+    def __init__(self, spec: FaultSpec, context: FaultContext) -> None:
+        self.spec = spec
+        self.context = context
+        self.history = context.history
+        #: The spec's parameters, checked and typed by its kind's model (defaults filled in).
+        self.params: Any = spec.typed_params()
+        self.active = False
+        for need in self.needs:
+            _REQUIRE[need](self)
+
+    def start(self) -> None:
+        """Inject the fault; called once at its time by the fault timeline (again: a no-op)."""
+        if self.active:
+            return
+        details = self._inject()
+        self.active = True
+        self.history.record("fault-start", fault=self.spec.fault, target=self.spec.target,
+                            params=self.spec.params, stream=self.spec.stream, **(details or {}))
+
+    def stop(self) -> None:
+        """Heal the fault; called after its duration and again at teardown (a no-op unless started)."""
+        if not self.active:
+            return
+        details = self._heal()
+        self.active = False
+        self.history.record("fault-stop", fault=self.spec.fault, target=self.spec.target, **(details or {}))
+
+    @abstractmethod
+    def _inject(self) -> dict[str, Any] | None:
+        """Carry the fault out; what it returns goes into the ``fault-start`` event."""
+
+    @abstractmethod
+    def _heal(self) -> dict[str, Any] | None:
+        """Undo the fault (or let the system heal); what it returns goes into the ``fault-stop`` event."""
+
+    # -- what the context holds for this fault -----------------------------------------------
+
+    @property
+    def driver(self) -> DriverProcess:
+        """The run's driver process; a ConfigurationError when the context has none."""
+        if self.context.driver is None:
+            raise _missing(self.spec, "the query's driver process", "driver=<the DriverProcess>")
+        return self.context.driver
+
+    @property
+    def environment(self) -> Environment:
+        """The started stack; a ConfigurationError when the context has none."""
+        if self.context.environment is None:
+            raise _missing(self.spec, "the stack's servers or links", "environment=<the started Environment>")
+        return self.context.environment
+
+    @property
+    def input_topic(self) -> str:
+        """The run's input topic; a ConfigurationError when the context names none."""
+        if self.context.input_topic is None:
+            raise _missing(self.spec, "the run's input topic", "input_topic=<the topic>")
+        return self.context.input_topic
+
+
+def _missing(spec: FaultSpec, what: str, field: str) -> ConfigurationError:
+    return ConfigurationError(f"Fault {spec.fault!r} (target {spec.target!r}) acts on {what}, and its fault "
+                              "context has none.", hint=f"Build the fault with FaultContext({field}, ...).")
+
+
+_REQUIRE = {"driver": lambda fault: fault.driver, "environment": lambda fault: fault.environment,
+            "input_topic": lambda fault: fault.input_topic}
+
+
+class _NotWithin(StreamcertError):
+    """What :func:`within` has :func:`wait_for` raise; never escapes."""
+
+
+def within(probe: Callable[[], T], *, what: str, timeout: float, interval: float = 0.05,
+           abort: Callable[[], str | None] | None = None) -> T | None:
+    """``probe()``'s first truthy value, or None once ``timeout`` passed or ``abort`` gave a reason.
+
+    For the waits of a fault whose outcome is recorded rather than raised (the driver did not reach the point in
+    time: the event says ``reached: false``, and the checkers judge the run).
+    """
+    try:
+        return wait_for(probe, what=what, timeout=timeout, interval=interval, abort=abort, error=_NotWithin)
+    except _NotWithin:
+        return None

@@ -1,0 +1,97 @@
+"""driver_kill strikes inside the exactly-once window (or says it missed it); rescale restarts with new settings.
+
+The driver here is a stand-in with a scripted checkpoint; the connector tests run both faults on real queries.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.driver import DriverKillFault, RescaleFault
+from streamcert.harness.faults.registry import build_fault
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.checkpoint import CheckpointState
+from streamcert.harness.run.driver import QuerySpec
+from streamcert.harness.run.history import History
+
+
+class _Driver:
+    """What driver faults call on a DriverProcess; the checkpoint shows ``pending`` after ``opens_after`` looks."""
+
+    def __init__(self, pending: int | None, opens_after: int = 0, running: bool = True) -> None:
+        self.pending, self.opens_after, self.running = pending, opens_after, running
+        self.looks, self.attempt, self.calls = 0, 1, []
+        self.spec = QuerySpec("tests.harness.queries:unused", "/nonexistent", {"parallelism": 2, "rows": 10})
+
+    def checkpoint(self) -> CheckpointState:
+        self.looks += 1
+        if self.pending is None or self.looks <= self.opens_after:
+            return CheckpointState(latest_offsets=0, latest_commit=0)
+        return CheckpointState(latest_offsets=self.pending, latest_commit=self.pending - 1)
+
+    def is_running(self) -> bool:
+        return self.running
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self.running = False
+
+    def restart(self, **changes) -> None:
+        self.calls.append(("restart", changes))
+        self.attempt += 1
+        self.running = True
+
+
+def _context(driver, tmp_path, history=None) -> FaultContext:
+    return FaultContext(driver=driver, history=History() if history is None else history, workdir=tmp_path)
+
+
+def test_driver_kill_waits_for_a_pending_batch_then_kills_and_restarts(tmp_path):
+    driver, history = _Driver(pending=3, opens_after=5), History()
+    fault = build_fault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 2}), _context(driver, tmp_path, history))
+    assert isinstance(fault, DriverKillFault)
+    fault.start()
+    assert driver.looks > 5 and driver.calls == ["kill"]
+    started = history.events("fault-start")[0]
+    assert (started["pending_batch"], started["latest_commit"], started["in_window"]) == (3, 2, True)
+    fault.stop()
+    assert driver.calls == ["kill", ("restart", {})] and history.events("fault-stop")[0]["attempt"] == 2
+
+
+def test_driver_kill_of_a_driver_that_stopped_kills_anyway_and_says_it_missed_the_window(tmp_path):
+    driver, history = _Driver(pending=None, running=False), History()
+    fault = build_fault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 1}), _context(driver, tmp_path, history))
+    fault.window_timeout_s = 5.0
+    fault.start()
+    assert driver.calls == ["kill"] and history.events("fault-start")[0]["in_window"] is False
+
+
+def test_driver_kill_gives_up_waiting_after_its_window_timeout(tmp_path):
+    driver, history = _Driver(pending=1), History()
+    fault = build_fault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 9}), _context(driver, tmp_path, history))
+    fault.window_timeout_s = 0.2
+    fault.start()
+    assert driver.calls == ["kill"] and history.events("fault-start")[0]["pending_batch"] == 1
+
+
+def test_rescale_without_state_partitions_is_a_crash_then_a_restart_with_the_new_settings(tmp_path):
+    driver, history = _Driver(pending=4), History()
+    fault = build_fault(FaultSpec("rescale", "driver", 0, 0, {"parallelism": 3, "master": "local[4]"}),
+                        _context(driver, tmp_path, history))
+    assert isinstance(fault, RescaleFault)
+    fault.start()
+    assert driver.calls == ["kill"] and history.events("fault-start")[0]["pending_batch"] == 4
+    fault.stop()
+    assert driver.calls[1] == ("restart", {"params": {"parallelism": 3, "rows": 10}, "master": "local[4]"})
+    assert history.events("fault-stop")[0]["parallelism"] == 3
+
+
+@pytest.mark.parametrize("spec", [FaultSpec("driver_kill", "driver", 0, 1),
+                                  FaultSpec("rescale", "driver", 0, 1, {"parallelism": 1})])
+def test_driver_faults_are_not_environment_faults(spec, tmp_path):
+    """Built with the environment only (as the old fault_for did), a driver fault is refused before the run."""
+    with pytest.raises(ConfigurationError, match="driver process") as info:
+        build_fault(spec, FaultContext(environment=object(), history=History(), workdir=tmp_path))
+    assert "FaultContext(driver=" in str(info.value)
