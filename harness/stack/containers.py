@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 from streamcert.harness.stack.install import KAFKA_VERSION
 from streamcert.harness.stack.kafka import KafkaPorts, new_cluster_id, render_server_properties
 from streamcert.harness.stack.ports import LOOPBACK, free_port
 from streamcert.harness.stack.postgres import DATABASE, SUPERUSER, postgres_dsn
-from streamcert.harness.stack.process import wait_until
+from streamcert.harness.stack.readiness import Readiness, kafka_readiness, postgres_readiness, toxiproxy_readiness
 from streamcert.harness.stack.toxiproxy import Link, ToxiproxyApi
 
 __all__ = ["KAFKA_IMAGE", "TOXIPROXY_IMAGE", "POSTGRES_IMAGE", "kafka_container_env", "ContainerServer",
@@ -54,12 +54,14 @@ def _publish_on_loopback(container: Any, container_port: int, host_port: int) ->
 
 
 class ContainerServer:
-    """A started container with the fault operations of a local server process."""
+    """A container with the fault operations of a local server process: a
+    :class:`~streamcert.harness.stack.resources.ServerProcess`. ``start`` and ``restart`` return once
+    ``readiness`` says the server answers."""
 
-    def __init__(self, name: str, container: Any, ready: Callable[[], bool], timeout: float) -> None:
+    def __init__(self, name: str, container: Any, readiness: Readiness, timeout: float) -> None:
         self.name = name
         self.container = container
-        self._ready = ready
+        self.readiness = readiness
         self._timeout = timeout
         self._started = False
 
@@ -90,8 +92,8 @@ class ContainerServer:
             wrapped.reload()
             return f"container exited ({wrapped.status})" if wrapped.status in ("exited", "dead") else None
 
-        wait_until(self._ready, what=f"{self.name} container", timeout=self._timeout, abort=exited,
-                   evidence=self.tail, hint=f"`docker logs {self.container.get_container_id()}` shows more.")
+        self.readiness.wait(self._timeout, abort=exited, evidence=self.tail,
+                            hint=f"`docker logs {self.container.get_container_id()}` shows more.")
 
     def stop(self) -> None:
         if self._started:
@@ -103,12 +105,17 @@ class ContainerServer:
             self.container.get_wrapped_container().kill()
 
     def pause(self) -> None:
-        self.container.get_wrapped_container().pause()
+        if self._started:
+            self.container.get_wrapped_container().pause()
 
     def resume(self) -> None:
-        self.container.get_wrapped_container().unpause()
+        if self._started:
+            self.container.get_wrapped_container().unpause()
 
     def restart(self, clean: bool = True) -> None:
+        if not self._started:
+            self.start()
+            return
         wrapped = self.container.get_wrapped_container()
         if clean:
             wrapped.stop(timeout=15)
@@ -127,22 +134,22 @@ class ContainerServer:
 
 
 class _ContainerKafka(ContainerServer):
-    def __init__(self, container: Any, internal_port: int, ready: Callable[[], bool], timeout: float) -> None:
-        super().__init__("Kafka", container, ready, timeout)
+    def __init__(self, container: Any, internal_port: int, timeout: float) -> None:
         self.direct_bootstrap = f"{LOOPBACK}:{internal_port}"
         self.upstream = f"{_KAFKA_ALIAS}:{_EXTERNAL_PORT}"
+        super().__init__("Kafka", container, kafka_readiness(self.direct_bootstrap), timeout)
 
 
 class _ContainerPostgres(ContainerServer):
-    def __init__(self, container: Any, host_port: int, ready: Callable[[], bool], timeout: float) -> None:
-        super().__init__("PostgreSQL", container, ready, timeout)
+    def __init__(self, container: Any, host_port: int, timeout: float) -> None:
         self.dsn = postgres_dsn(LOOPBACK, host_port)
+        super().__init__("PostgreSQL", container, postgres_readiness(self.dsn), timeout)
 
 
 class _ContainerToxiproxy(ContainerServer):
     def __init__(self, container: Any, api_port: int, timeout: float) -> None:
         self.api = ToxiproxyApi(LOOPBACK, api_port)
-        super().__init__("Toxiproxy", container, lambda: bool(self.api.version(timeout=1)), timeout)
+        super().__init__("Toxiproxy", container, toxiproxy_readiness(self.api), timeout)
 
 
 @dataclass
@@ -184,8 +191,7 @@ def start_container_stack(config: Any, run_token: str) -> ContainerStack:
             for key, value in kafka_container_env(props).items():
                 box = box.with_env(key, value)
             _publish_on_loopback(box, internal, internal)
-            kafka = _ContainerKafka(box, internal, lambda: _kafka_answers(f"{LOOPBACK}:{internal}"),
-                                    config.start_timeout)
+            kafka = _ContainerKafka(box, internal, config.start_timeout)
             kafka.start()
             started.append(kafka)
             kafka_link = toxiproxy.api.create_link("kafka", kafka.upstream, kafka_link_port, bind_host="0.0.0.0")
@@ -199,8 +205,7 @@ def start_container_stack(config: Any, run_token: str) -> ContainerStack:
                    .with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
                    .with_command(["postgres", "-c", "max_prepared_transactions=64", "-c", "fsync=off"]))
             _publish_on_loopback(box, 5432, pg_port)
-            postgres = _ContainerPostgres(box, pg_port, lambda: _postgres_answers(postgres_dsn(LOOPBACK, pg_port)),
-                                          config.start_timeout)
+            postgres = _ContainerPostgres(box, pg_port, config.start_timeout)
             postgres.start()
             started.append(postgres)
             postgres_link = toxiproxy.api.create_link("postgres", f"{_POSTGRES_ALIAS}:5432", pg_link_port,
@@ -218,20 +223,3 @@ def start_container_stack(config: Any, run_token: str) -> ContainerStack:
 
 def _container_log_dir() -> PurePosixPath:
     return PurePosixPath("/tmp/kraft-combined-logs")
-
-
-def _kafka_answers(bootstrap: str) -> bool:
-    from confluent_kafka.admin import AdminClient
-
-    from streamcert.harness.stack.kafka_clients import client_conf
-
-    return bool(AdminClient(client_conf(bootstrap, **{"socket.timeout.ms": 3000})).list_topics(timeout=3).brokers)
-
-
-def _postgres_answers(dsn: str) -> bool:
-    import psycopg
-
-    with psycopg.connect(dsn, connect_timeout=2) as conn:
-        return conn.execute("select 1").fetchone() == (1,)
-
-

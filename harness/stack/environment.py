@@ -28,8 +28,10 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka
 from streamcert.harness.stack.ports import LOOPBACK, free_port
 from streamcert.harness.stack.postgres import LocalPostgres
-from streamcert.harness.stack.process import processes_with_token, reap, wait_until
+from streamcert.harness.stack.process import processes_with_token, reap
 from streamcert.harness.stack.providers import external_endpoints, select_provider
+from streamcert.harness.stack.readiness import kafka_readiness, postgres_readiness
+from streamcert.harness.stack.resources import KafkaServer, PostgresServer, ToxiproxyServer
 from streamcert.harness.stack.spark import SparkConfig, SparkResource
 from streamcert.harness.stack.toxiproxy import Link, LocalToxiproxy, ToxiproxyApi
 
@@ -70,9 +72,9 @@ class Environment:
         self.provider: str | None = None
         self.run_token = uuid.uuid4().hex
         self.workdir: Path | None = None
-        self.toxiproxy: Any = None
-        self.kafka: Any = None
-        self.postgres: Any = None
+        self.toxiproxy: ToxiproxyServer | None = None
+        self.kafka: KafkaServer | None = None
+        self.postgres: PostgresServer | None = None
         self.kafka_link: Link | None = None
         self.postgres_link: Link | None = None
         self._spark = SparkResource(self.config.spark, self.run_token) if self.config.spark else None
@@ -142,8 +144,8 @@ class Environment:
 
     @property
     def endpoints(self) -> Endpoints:
-        kafka_direct = getattr(self.kafka, "direct_bootstrap", None)
-        pg_direct = getattr(self.postgres, "dsn", None)
+        kafka_direct = self.kafka.direct_bootstrap if self.kafka is not None else None
+        pg_direct = self.postgres.dsn if self.postgres is not None else None
         if self._external is not None:
             kafka_direct = kafka_direct or self._external.bootstrap_servers
             pg_direct = pg_direct or self._external.postgres_dsn
@@ -165,7 +167,7 @@ class Environment:
         return None
 
     def server_pids(self) -> dict[str, int | None]:
-        return {name: getattr(part, "pid", None) for name, part in
+        return {name: part.pid if part is not None else None for name, part in
                 (("kafka", self.kafka), ("toxiproxy", self.toxiproxy), ("postgres", self.postgres))}
 
     def leftover_processes(self) -> int:
@@ -186,9 +188,10 @@ class Environment:
 
     def _start_local(self) -> None:
         assert self.workdir is not None
-        self.toxiproxy = LocalToxiproxy(self.workdir / "toxiproxy", run_token=self.run_token)
-        self.toxiproxy.start()
-        api = self.toxiproxy.api
+        toxiproxy = LocalToxiproxy(self.workdir / "toxiproxy", run_token=self.run_token)
+        self.toxiproxy = toxiproxy
+        toxiproxy.start()
+        api = toxiproxy.api
         if self.config.kafka:
             ports = KafkaPorts.allocate()
             self.kafka_link = api.create_link("kafka", f"{LOOPBACK}:{ports.external}", free_port())
@@ -197,10 +200,11 @@ class Environment:
                                     start_timeout=self.config.start_timeout)
             self.kafka.start()
         if self.config.postgres:
-            self.postgres = LocalPostgres(self.workdir / "postgres", run_token=self.run_token,
-                                          start_timeout=self.config.start_timeout)
-            self.postgres.start()
-            self.postgres_link = api.create_link("postgres", f"{LOOPBACK}:{self.postgres.port}", free_port())
+            postgres = LocalPostgres(self.workdir / "postgres", run_token=self.run_token,
+                                     start_timeout=self.config.start_timeout)
+            self.postgres = postgres
+            postgres.start()
+            self.postgres_link = api.create_link("postgres", f"{LOOPBACK}:{postgres.port}", free_port())
 
     def _start_containers(self) -> None:
         from streamcert.harness.stack.containers import start_container_stack
@@ -223,34 +227,19 @@ class Environment:
             self.postgres_link = api.create_link(f"postgres-{self.run_token[:8]}", f"{host}:{port}", free_port())
 
     def _check_through_proxy(self) -> None:
+        """Clients' own path answers: the same readiness the servers passed, through the links."""
         bootstrap = self.endpoints.bootstrap_servers
         if self.config.kafka and bootstrap:
-            from confluent_kafka.admin import AdminClient
-
-            from streamcert.harness.stack.kafka_clients import client_conf
-
-            def metadata_answers() -> bool:
-                admin = AdminClient(client_conf(bootstrap, **{"socket.timeout.ms": 3000}))
-                return bool(admin.list_topics(timeout=3).brokers)
-
-            wait_until(metadata_answers, what=f"Kafka metadata through {bootstrap}",
-                       timeout=self.config.start_timeout,
-                       hint="Check that the broker's advertised EXTERNAL listener is the proxy address.",
-                       evidence=self._kafka_tail)
+            kafka = kafka_readiness(bootstrap, server=f"Kafka through {bootstrap}",
+                                    hint="Check that the broker's advertised EXTERNAL listener is the proxy address.")
+            kafka.wait(self.config.start_timeout, evidence=self.kafka.tail if self.kafka is not None else None)
         dsn = self.endpoints.postgres_dsn
         if self.config.postgres and dsn:
-            import psycopg
-
-            def select_one() -> bool:
-                with psycopg.connect(dsn, connect_timeout=3) as conn:
-                    return conn.execute("select 1").fetchone() == (1,)
-
-            wait_until(select_one, what="PostgreSQL through the proxy", timeout=self.config.start_timeout,
-                       hint="Check the PostgreSQL DSN and that the server accepts loopback connections.")
-
-    def _kafka_tail(self) -> str:
-        tail = getattr(self.kafka, "tail", None)
-        return tail() if tail else ""
+            postgres = postgres_readiness(
+                dsn, server="PostgreSQL through the proxy",
+                hint="Check the PostgreSQL DSN and that the server accepts loopback connections.")
+            postgres.wait(self.config.start_timeout,
+                          evidence=self.postgres.tail if self.postgres is not None else None)
 
     # -- teardown steps ---------------------------------------------------------
 
@@ -259,11 +248,11 @@ class Environment:
             self._spark.stop()
 
     def _stop_postgres(self) -> None:
-        if self.postgres is not None and hasattr(self.postgres, "stop"):
+        if self.postgres is not None:
             self.postgres.stop()
 
     def _stop_kafka(self) -> None:
-        if self.kafka is not None and hasattr(self.kafka, "stop"):
+        if self.kafka is not None:
             self.kafka.stop()
 
     def _stop_toxiproxy(self) -> None:

@@ -16,8 +16,6 @@ restarted on the same ports and log directory (the broker faults).
 from __future__ import annotations
 
 import base64
-import os
-import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,11 +24,10 @@ from typing import Mapping
 from streamcert.harness.errors import StartupFailed
 from streamcert.harness.stack.install import KAFKA_VERSION, ensure_kafka, find_java
 from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
-from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, run_logged
+from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, run_logged, tail_file, token_env
+from streamcert.harness.stack.readiness import kafka_readiness
 
 __all__ = ["KafkaPorts", "render_server_properties", "render_log4j2", "new_cluster_id", "LocalKafka"]
-
-_READY_TOPIC = "__streamcert_ready"
 
 
 @dataclass(frozen=True)
@@ -161,19 +158,18 @@ class LocalKafka(ProcessBacked):
         base = [java, f"-Xmx{self.heap_mb}m", f"-Xms{min(self.heap_mb, 128)}m", "-XX:+UseG1GC",
                 "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{lib}/*"]
-        env = dict(os.environ, **({RUN_TOKEN_VAR: self.run_token} if self.run_token else {}))
+        env = token_env(self.run_token)
         if not (data / "meta.properties").exists():
             self._format(base, props_file, env)
         self._process = ManagedProcess(
             "Kafka broker", base + ["kafka.Kafka", str(props_file)], self.workdir / "stdout.log", env=env,
         )
         self._process.start()
-        self._process.wait_ready(
-            self._topic_can_be_created, what=f"Kafka broker on {self.direct_bootstrap}",
-            timeout=self.start_timeout,
+        self._process.wait_ready(kafka_readiness(
+            self.direct_bootstrap,
             hint=f"Look at {self.log_file}; a slow machine may need a longer start timeout, "
             "a small one a smaller heap (--kafka-heap-mb).",
-        )
+        ), self.start_timeout)
 
     def _format(self, base: list[str], props_file: Path, env: dict[str, str]) -> None:
         code, output = run_logged(
@@ -184,29 +180,7 @@ class LocalKafka(ProcessBacked):
             raise StartupFailed(f"Formatting Kafka storage in {self.workdir / 'data'} failed (exit code {code}).",
                                 hint="Delete the folder and retry; check the Java version (17+).", details=output)
 
-    def _topic_can_be_created(self) -> bool:
-        if not _listening(self.ports.internal):
-            return False
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        from streamcert.harness.stack.kafka_clients import client_conf
-
-        admin = AdminClient(client_conf(self.direct_bootstrap, **{"socket.timeout.ms": 3000}))
-        metadata = admin.list_topics(timeout=3)
-        if _READY_TOPIC in metadata.topics:
-            return True
-        futures = admin.create_topics([NewTopic(_READY_TOPIC, 1, 1)], operation_timeout=5, request_timeout=5)
-        futures[_READY_TOPIC].result(timeout=10)
-        return True
-
     def tail(self, lines: int = 20) -> str:
-        from streamcert.harness.stack.process import tail_file
-
+        """The broker's own log (log4j), not the JVM's stdout."""
         return tail_file(self.log_file, lines)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((LOOPBACK, port)) == 0
 

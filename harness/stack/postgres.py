@@ -20,7 +20,8 @@ from pathlib import Path
 from streamcert.harness.errors import ConfigurationError, PrerequisiteMissing, StartupFailed
 from streamcert.harness.stack.install import ensure_postgres
 from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
-from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked
+from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, token_env
+from streamcert.harness.stack.readiness import postgres_readiness
 
 __all__ = ["render_postgresql_conf", "postgres_dsn", "LocalPostgres"]
 
@@ -83,7 +84,7 @@ class LocalPostgres(ProcessBacked):
         self.workdir.mkdir(parents=True, exist_ok=True)
         if user:
             _give_to(user, self.workdir)
-        env = dict(os.environ, LC_ALL="C", **({RUN_TOKEN_VAR: self.run_token} if self.run_token else {}))
+        env = token_env(self.run_token, dict(os.environ, LC_ALL="C"))
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb(bindir, user, env)
         self._process = ManagedProcess(
@@ -91,8 +92,10 @@ class LocalPostgres(ProcessBacked):
             env=env, user=user, stop_signal=signal.SIGINT,
         )
         self._process.start()
-        self._process.wait_ready(self._answers, what=f"PostgreSQL on {LOOPBACK}:{self.port}",
-                                 timeout=self.start_timeout, hint=f"Look at {self.log_file}.")
+        # The `postgres` database exists from initdb on; ours is created once the server answers.
+        self._process.wait_ready(postgres_readiness(postgres_dsn(LOOPBACK, self.port, dbname="postgres"),
+                                                    hint=f"Look at {self.log_file}."), self.start_timeout)
+        self._ensure_database()
 
     def _initdb(self, bindir: Path, user: str | None, env: dict[str, str]) -> None:
         result = subprocess.run(
@@ -107,21 +110,13 @@ class LocalPostgres(ProcessBacked):
         with open(self.data_dir / "postgresql.conf", "a") as conf:
             conf.write(render_postgresql_conf(self.port, self.max_prepared_transactions))
 
-    def _answers(self) -> bool:
+    def _ensure_database(self) -> None:
         import psycopg
 
-        with psycopg.connect(postgres_dsn(LOOPBACK, self.port, dbname="postgres"), connect_timeout=2,
-                             autocommit=True) as conn:
-            conn.execute("select 1")
+        with psycopg.connect(postgres_dsn(LOOPBACK, self.port, dbname="postgres"), autocommit=True) as conn:
             exists = conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone()
             if not exists:
                 conn.execute(f"create database {DATABASE}")
-        return True
-
-    def tail(self, lines: int = 20) -> str:
-        from streamcert.harness.stack.process import tail_file
-
-        return tail_file(self.log_file, lines)
 
 
 def _server_user() -> str | None:

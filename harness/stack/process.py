@@ -1,10 +1,14 @@
 """Child processes that streamcert starts, watches and always stops.
 
 Every process started for an environment carries the environment's *run token*
-in its environment variables (``STREAMCERT_RUN_TOKEN``). Grandchildren inherit
-it (Spark's executors and Python workers, PostgreSQL's backends), so
-:func:`processes_with_token` finds everything a run left behind by scanning
-``/proc``, whoever started it, and :func:`reap` kills it.
+in its environment variables (``STREAMCERT_RUN_TOKEN``; :func:`token_env` sets
+it). Grandchildren inherit it (Spark's executors and Python workers,
+PostgreSQL's backends), so :func:`processes_with_token` finds everything a run
+left behind, whoever started it, and :func:`reap` kills it.
+
+Processes are found and waited for with psutil. A process that has exited but
+whose parent has not reaped it (a *zombie*) counts as gone: orphans are
+re-parented to PID 1, which in a container often never reaps them.
 """
 
 from __future__ import annotations
@@ -14,24 +18,42 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
-from streamcert.harness.errors import StartupFailed
+import psutil
+
+from streamcert.harness.errors import StartupFailed, StreamcertError
 from streamcert.harness.progress import step
+from streamcert.harness.waiting import wait_for
+
+if TYPE_CHECKING:
+    from streamcert.harness.stack.readiness import Readiness
 
 __all__ = [
     "RUN_TOKEN_VAR",
+    "token_env",
+    "tail_file",
     "ManagedProcess",
     "ProcessBacked",
     "run_logged",
-    "wait_until",
+    "token_carriers",
     "processes_with_token",
     "reap",
 ]
 
 RUN_TOKEN_VAR = "STREAMCERT_RUN_TOKEN"
+
+#: How long processes get to disappear after SIGKILL (only a process stuck in the kernel takes longer).
+_EXIT_TIMEOUT = 10.0
+
+
+def token_env(token: str, base: Mapping[str, str] | None = None, var: str = RUN_TOKEN_VAR) -> dict[str, str]:
+    """A copy of ``base`` (default: this process's environment) with ``var=token``; an empty token adds nothing."""
+    env = dict(os.environ if base is None else base)
+    if token:
+        env[var] = token
+    return env
 
 
 def tail_file(path: Path, lines: int = 20) -> str:
@@ -52,7 +74,8 @@ class ManagedProcess:
 
     ``start`` launches it; ``stop`` terminates the whole process group (then
     kills it after ``stop_timeout``); ``kill``, ``pause`` and ``resume`` are the
-    fault operations. ``stop`` is idempotent and safe before ``start``.
+    fault operations. ``stop`` and ``kill`` return once every process of the
+    group is gone. ``stop`` is idempotent and safe before ``start``.
     """
 
     def __init__(
@@ -76,6 +99,8 @@ class ManagedProcess:
         self.stop_signal = stop_signal
         self.stop_timeout = stop_timeout
         self._popen: subprocess.Popen | None = None
+        # Once the group is gone its id may be reused by an unrelated group: never signal it again.
+        self._group_gone = False
 
     @property
     def pid(self) -> int | None:
@@ -97,6 +122,7 @@ class ManagedProcess:
                 user=self.user,
                 start_new_session=True,
             )
+            self._group_gone = False
         except FileNotFoundError as exc:
             raise StartupFailed(
                 f"Cannot start {self.name}: {exc.filename or self.argv[0]} was not found.",
@@ -111,11 +137,16 @@ class ManagedProcess:
     def exit_code(self) -> int | None:
         return None if self._popen is None else self._popen.poll()
 
+    def exited(self) -> str | None:
+        """Why the process is not running, as a sentence; None while it runs (or before ``start``)."""
+        code = self.exit_code()
+        return None if code is None else f"{self.name} exited with code {code} before it was ready"
+
     def tail(self, lines: int = 20) -> str:
         return tail_file(self.log_path, lines)
 
     def _signal_group(self, signum: int) -> None:
-        if self._popen is None:
+        if self._popen is None or self._group_gone:
             return
         try:
             os.killpg(self._popen.pid, signum)
@@ -134,15 +165,16 @@ class ManagedProcess:
             except subprocess.TimeoutExpired:
                 pass
         # The leader may be gone while children of the group live on.
-        self._signal_group(signal.SIGKILL)
-        self._popen.wait()
+        self.kill()
 
     def kill(self) -> None:
-        """SIGKILL the whole process group and reap it (a crash, not a shutdown)."""
-        if self._popen is None:
+        """SIGKILL the whole process group and return once every member is gone (a crash, not a shutdown)."""
+        if self._popen is None or self._group_gone:
             return
         self._signal_group(signal.SIGKILL)
         self._popen.wait()
+        _wait_until_group_gone(self._popen.pid, self.name)
+        self._group_gone = True
 
     def pause(self) -> None:
         self._signal_group(signal.SIGSTOP)
@@ -150,30 +182,41 @@ class ManagedProcess:
     def resume(self) -> None:
         self._signal_group(signal.SIGCONT)
 
-    def wait_ready(
-        self,
-        check: Callable[[], bool],
-        *,
-        what: str,
-        timeout: float,
-        hint: str,
-        interval: float = 0.2,
-    ) -> None:
-        """Poll ``check`` until it returns True; fail fast if the process exits."""
+    def wait_ready(self, readiness: "Readiness", timeout: float) -> object:
+        """Wait until ``readiness`` says the server answers; fail at once, with the log's last lines, if it exits."""
+        return readiness.wait(timeout, abort=self.exited, evidence=self.tail)
 
-        def failed_early() -> str | None:
-            code = self.exit_code()
-            return None if code is None else f"{self.name} exited with code {code} before it was ready"
 
-        wait_until(check, what=what, timeout=timeout, hint=hint, interval=interval,
-                   abort=failed_early, evidence=self.tail)
+def _live_group_members(pgid: int) -> list[int]:
+    """Pids of the processes of group ``pgid`` that have not exited (zombies have)."""
+    members = []
+    for proc in psutil.process_iter(["status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                members.append(proc.pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return members
+
+
+def _wait_until_group_gone(pgid: int, name: str, timeout: float = _EXIT_TIMEOUT) -> None:
+    # Not psutil.wait_procs: it waits for a non-child until its pid disappears, and an orphaned member's zombie
+    # may never be reaped (PID 1 of a container often does not), so it would always wait the full timeout.
+    wait_for(lambda: not _live_group_members(pgid), what=f"exit of every process of {name} (group {pgid})",
+             timeout=timeout, interval=0.02, error=StreamcertError,
+             evidence=lambda: f"still alive: {_live_group_members(pgid)}",
+             hint=f"A process that outlives SIGKILL is stuck in the kernel (state D); `ps -o pid,stat,wchan -g {pgid}` "
+             "shows where.")
 
 
 class ProcessBacked:
     """Mixin for a resource run as one :class:`ManagedProcess` kept in ``self._process``.
 
-    The class defines ``start()``; the mixin gives the context-manager protocol, ``pid`` (None unless running), and
-    ``stop`` / ``kill`` that are idempotent and safe before ``start``.
+    The class defines ``start()``; the mixin gives the context-manager protocol, ``pid`` (None unless running),
+    ``tail``, and ``stop`` / ``kill`` that are idempotent and safe before ``start``: together the
+    :class:`~streamcert.harness.stack.resources.ServerProcess` interface.
     """
 
     _process: ManagedProcess | None
@@ -214,42 +257,9 @@ class ProcessBacked:
         self._process = None
         self.start()  # every ProcessBacked class defines start()
 
-
-def wait_until(
-    check: Callable[[], bool],
-    *,
-    what: str,
-    timeout: float,
-    hint: str,
-    interval: float = 0.2,
-    abort: Callable[[], str | None] | None = None,
-    evidence: Callable[[], str] | None = None,
-) -> None:
-    """Wait for ``check()`` to be true, with progress; raise :class:`StartupFailed` otherwise.
-
-    ``abort`` may return a reason to give up early (the server died);
-    ``evidence`` supplies what was seen (log lines) for the error.
-    """
-    deadline = time.monotonic() + timeout
-    last_error = ""
-    with step(f"Waiting for {what}") as progress:
-        while True:
-            reason = abort() if abort else None
-            if reason:
-                raise StartupFailed(f"{what} did not start: {reason}.", hint=hint,
-                                    details=evidence() if evidence else None)
-            try:
-                if check():
-                    return
-                last_error = ""
-            except Exception as exc:  # readiness probes fail in many ways while a server boots
-                last_error = f"{type(exc).__name__}: {exc}"
-                progress.update(last_error)
-            if time.monotonic() >= deadline:
-                seen = f" The last probe said: {last_error}." if last_error else ""
-                raise StartupFailed(f"{what} was not ready after {timeout:.0f}s.{seen}", hint=hint,
-                                    details=evidence() if evidence else None)
-            time.sleep(interval)
+    def tail(self, lines: int = 20) -> str:
+        """The last lines the server wrote ('' before it started)."""
+        return self._process.tail(lines) if self._process is not None else ""
 
 
 def run_logged(
@@ -295,42 +305,55 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def processes_with_token(token: str, var: str = RUN_TOKEN_VAR) -> list[int]:
-    """Pids of live processes (other than this one) whose environment has ``var=token``."""
-    needle = f"{var}={token}".encode()
-    found = []
+def _carriers(var: str) -> Iterator[tuple[psutil.Process, str]]:
+    """Live processes other than this one whose environment has ``var``, with its value."""
     own = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == own:
+    for proc in psutil.process_iter(["status"]):
+        if proc.pid == own or proc.info["status"] == psutil.STATUS_ZOMBIE:
             continue
         try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+            value = proc.environ().get(var)
+        except psutil.Error:  # gone meanwhile, or another user's
             continue
-        if state == "Z":  # a zombie is already dead; its parent just has not reaped it
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return sorted(found)
+        if value is not None:
+            yield proc, value
+
+
+def token_carriers(var: str = RUN_TOKEN_VAR) -> dict[int, str]:
+    """Pid -> token of every live process (other than this one) carrying ``var``, whichever run it belongs to."""
+    return {proc.pid: value for proc, value in _carriers(var)}
+
+
+def processes_with_token(token: str, var: str = RUN_TOKEN_VAR) -> list[int]:
+    """Pids of live processes (other than this one) whose environment has ``var=token``."""
+    return sorted(proc.pid for proc, value in _carriers(var) if value == token)
 
 
 def reap(token: str, timeout: float = 5.0, var: str = RUN_TOKEN_VAR) -> int:
     """SIGKILL every process whose environment has ``var=token``; return how many there were.
 
-    Rescans until none is left: a process may fork while it is being reaped.
+    Rescans until two scans in a row find none: a process may fork while it is being reaped, and one in the
+    middle of ``exec`` shows an empty environment for an instant. What still lives after ``timeout`` seconds
+    (stuck in the kernel) is left for the caller to count with :func:`processes_with_token`.
     """
     killed: set[int] = set()
-    deadline = time.monotonic() + timeout
-    while True:
-        pids = processes_with_token(token, var)
-        if not pids or time.monotonic() >= deadline:
-            return len(killed)
-        for pid in pids:
+    empty_scans = 0
+
+    def none_left() -> bool:
+        nonlocal empty_scans
+        found = [proc for proc, value in _carriers(var) if value == token]
+        for proc in found:
             try:
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                proc.kill()  # psutil checks the pid still names the process it scanned
+            except psutil.Error:
                 pass
-            killed.add(pid)
-        time.sleep(0.05)
+            killed.add(proc.pid)
+        empty_scans = 0 if found else empty_scans + 1
+        return empty_scans >= 2
+
+    try:
+        wait_for(none_left, what=f"exit of every process carrying {var}={token}", timeout=timeout,
+                 interval=0.05, error=StreamcertError)
+    except StreamcertError:
+        pass  # teardown goes on; leftovers stay visible to processes_with_token
+    return len(killed)

@@ -7,7 +7,6 @@ use; one process can drive several servers, one call at a time.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ import requests
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.install import TOXIPROXY_VERSION, ensure_toxiproxy
 from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
-from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked
+from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, token_env
+from streamcert.harness.stack.readiness import toxiproxy_readiness
 
 __all__ = ["TOXIC_TYPES", "Link", "ToxiproxyApi", "LocalToxiproxy"]
 
@@ -159,12 +159,12 @@ class LocalToxiproxy(ProcessBacked):
             return
         binary = ensure_toxiproxy(self.version)
         ensure_port_free(self.port, "Toxiproxy API")
-        env = dict(os.environ, **({RUN_TOKEN_VAR: self.run_token} if self.run_token else {}))
+        env = token_env(self.run_token)
         env.setdefault("LOG_LEVEL", "warn")
         self._process = ManagedProcess(
             "Toxiproxy", [str(binary), "-host", LOOPBACK, "-port", str(self.port)],
             self.workdir / "toxiproxy.log", env=env, stop_timeout=5,
         )
         self._process.start()
-        self._process.wait_ready(lambda: bool(self.api.version(timeout=1)), what=f"Toxiproxy API on {self.api.url}",
-                                 timeout=self.start_timeout, hint=f"Look at {self.workdir / 'toxiproxy.log'}.")
+        self._process.wait_ready(toxiproxy_readiness(self.api, hint=f"Look at {self.workdir / 'toxiproxy.log'}."),
+                                 self.start_timeout)

@@ -6,7 +6,9 @@ import time
 import pytest
 
 from streamcert.harness.errors import StartupFailed
-from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, processes_with_token, reap, run_logged, wait_until
+from streamcert.harness.stack.process import (RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, processes_with_token, reap,
+                                              run_logged, token_carriers, token_env)
+from streamcert.harness.stack.readiness import Readiness
 
 
 def test_stop_before_start_and_twice_is_safe(tmp_path):
@@ -25,21 +27,26 @@ def test_a_server_that_dies_while_starting_fails_fast_with_its_last_lines(tmp_pa
     proc.start()
     began = time.monotonic()
     with pytest.raises(StartupFailed) as info:
-        proc.wait_ready(lambda: False, what="the broken server", timeout=30, hint="look at the log")
+        proc.wait_ready(Readiness("the broken server", lambda: False, hint="look at the log"), timeout=30)
     assert time.monotonic() - began < 5
     text = str(info.value)
     assert "exited with code 3" in text and "FATAL: address already in use" in text and "Hint: look" in text
 
 
-def test_a_server_that_never_answers_times_out_with_the_last_probe_error():
+def test_a_server_that_never_answers_times_out_with_the_last_probe_error(tmp_path):
     def probe():
         raise ConnectionRefusedError("nobody home")
 
+    proc = ManagedProcess("silent", ["sleep", "30"], tmp_path / "log")
+    proc.start()
     began = time.monotonic()
-    with pytest.raises(StartupFailed) as info:
-        wait_until(probe, what="the silent server", timeout=0.5, hint="start it")
+    try:
+        with pytest.raises(StartupFailed) as info:
+            proc.wait_ready(Readiness("the silent server", probe, hint="start it"), timeout=0.5)
+    finally:
+        proc.stop()
     assert time.monotonic() - began < 3
-    assert "not ready after" in str(info.value) and "nobody home" in str(info.value)
+    assert "No answer from the silent server after" in str(info.value) and "nobody home" in str(info.value)
 
 
 def test_the_whole_process_group_is_stopped(tmp_path):
@@ -89,3 +96,110 @@ def test_run_logged_kills_at_timeout():
     began = time.monotonic()
     code, _ = run_logged(["sleep", "30"], description="a hanging tool", timeout=0.5)
     assert code != 0 and time.monotonic() - began < 5
+
+
+def _group_of_three(tmp_path, token: str) -> ManagedProcess:
+    proc = ManagedProcess("parent", ["sh", "-c", "sleep 30 & sleep 30 & wait"], tmp_path / "log",
+                          env=token_env(token))
+    proc.start()
+    deadline = time.monotonic() + 5
+    while len(processes_with_token(token)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(processes_with_token(token)) == 3
+    return proc
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_kill_returns_only_once_every_member_of_the_group_is_gone(tmp_path, round_):
+    """The race of stop()/kill() returning while SIGKILLed members still ran, tried a few times."""
+    token = f"kill-{os.getpid()}-{time.time_ns()}"
+    proc = _group_of_three(tmp_path, token)
+    proc.kill()
+    assert processes_with_token(token) == []
+    assert not proc.is_running()
+    proc.kill()  # idempotent
+    proc.stop()
+
+
+def test_a_restarted_process_is_a_new_group_that_can_be_killed_again(tmp_path):
+    token = f"again-{os.getpid()}-{time.time_ns()}"
+    proc = ManagedProcess("sleeper", ["sleep", "30"], tmp_path / "log", env=token_env(token))
+    proc.start()
+    first = proc.pid
+    proc.kill()
+    proc.start()
+    assert proc.is_running() and proc.pid != first
+    proc.stop()
+    assert processes_with_token(token) == []
+
+
+def test_exited_says_why_only_once_the_process_has_exited(tmp_path):
+    proc = ManagedProcess("quitter", ["sh", "-c", "read line"], tmp_path / "log")
+    assert proc.exited() is None  # not started
+    proc.start()
+    assert proc.exited() is None  # running (stdin is /dev/null: `read` fails and it exits soon)
+    proc._popen.wait(10)
+    assert proc.exited() == "quitter exited with code 1 before it was ready"
+    proc.stop()
+
+
+def test_token_env_adds_the_token_to_a_copy_and_an_empty_token_adds_nothing():
+    base = {"PATH": "/bin"}
+    assert token_env("abc", base) == {"PATH": "/bin", RUN_TOKEN_VAR: "abc"}
+    assert token_env("", base) == {"PATH": "/bin"}
+    assert base == {"PATH": "/bin"}
+    assert token_env("abc", base, var="OTHER_TOKEN") == {"PATH": "/bin", "OTHER_TOKEN": "abc"}
+    assert token_env("xyz")[RUN_TOKEN_VAR] == "xyz" and token_env("xyz")["PATH"] == os.environ["PATH"]
+
+
+def test_token_carriers_maps_each_carrier_to_its_run_token(tmp_path):
+    first, second = f"a-{time.time_ns()}", f"b-{time.time_ns()}"
+    procs = [ManagedProcess(f"sleeper {t}", ["sleep", "30"], tmp_path / f"{t}.log", env=token_env(t))
+             for t in (first, second)]
+    for proc in procs:
+        proc.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(set(token_carriers().values()) & {first, second}) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        carriers = token_carriers()
+        assert carriers[procs[0].pid] == first and carriers[procs[1].pid] == second
+        assert os.getpid() not in carriers
+    finally:
+        for proc in procs:
+            proc.stop()
+    assert not {first, second} & set(token_carriers().values())
+
+
+class _Sleeper(ProcessBacked):
+    def __init__(self, log) -> None:
+        self._process = None
+        self.log = log
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        self._process = ManagedProcess("sleeper", ["sh", "-c", f"echo start {self.starts}; exec sleep 30"],
+                                       self.log)
+        self._process.start()
+
+
+def _wait_for_line(server: ProcessBacked, line: str) -> None:
+    deadline = time.monotonic() + 5
+    while line not in server.tail() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_process_backed_restart_tail_and_stop_before_start(tmp_path):
+    server = _Sleeper(tmp_path / "log")
+    server.stop()
+    server.kill()
+    assert server.pid is None and server.tail() == ""
+    with server:
+        first = server.pid
+        _wait_for_line(server, "start 1")
+        server.restart(clean=False)
+        assert server.pid not in (None, first)
+        _wait_for_line(server, "start 2")
+        assert server.tail().splitlines() == ["start 1", "start 2"]
+    assert server.pid is None
