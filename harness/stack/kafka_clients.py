@@ -6,6 +6,7 @@ Everything takes a bootstrap address, normally the proxied one from
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Iterable, Mapping
@@ -13,7 +14,7 @@ from typing import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from streamcert.harness.errors import StartupFailed
+from streamcert.harness.waiting import retry, wait_for
 
 __all__ = ["client_conf", "create_topic", "add_partitions", "produce", "end_offsets", "read_topic"]
 
@@ -55,16 +56,15 @@ def add_partitions(bootstrap: str, topic: str, total: int, timeout: float = 30.0
 
 
 def _wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
     admin = _admin(bootstrap)
-    while time.monotonic() < deadline:
+
+    def all_led() -> bool:
         meta = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if meta is not None and meta.error is None and len(meta.partitions) >= partitions and all(
-                p.leader >= 0 for p in meta.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise StartupFailed(f"Topic {topic!r} has no leader for all {partitions} partitions after {timeout:.0f}s.",
-                        hint="Check the broker log; the broker may be overloaded or restarting.")
+        return meta is not None and meta.error is None and len(meta.partitions) >= partitions and all(
+            p.leader >= 0 for p in meta.partitions.values())
+
+    wait_for(all_led, what=f"leader for all {partitions} partitions of topic {topic!r}", timeout=timeout,
+             interval=0.1, hint="Check the broker log; the broker may be overloaded or restarting.")
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]],
@@ -77,14 +77,17 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
         if err is not None:
             failures.append(err)
 
+    def send(key: bytes | None, value: bytes) -> None:
+        try:
+            producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.05)  # the queue is full: serve delivery reports so it drains, then try again
+            raise
+
     count = 0
     for key, value in records:
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        retry(functools.partial(send, key, value), healable=lambda exc: isinstance(exc, BufferError),
+              timeout=timeout, interval=0)
         count += 1
     remaining = producer.flush(timeout)
     if remaining or failures:
@@ -97,23 +100,23 @@ def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed", t
     (a broker that just restarted) are retried for up to ``timeout`` seconds."""
     consumer = Consumer(client_conf(bootstrap, **{"group.id": "streamcert-offsets", "isolation.level": isolation,
                                                   "enable.auto.commit": False}))
-    deadline = time.monotonic() + timeout
+
+    def offsets() -> dict[int, int]:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+                for partition in meta.partitions}
+
     try:
-        while True:
-            try:
-                meta = consumer.list_topics(topic, timeout=10).topics[topic]
-                return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
-                        for partition in meta.partitions}
-            except KafkaException as exc:
-                # Just after a broker (re)start, leadership is still moving: NOT_LEADER, LEADER_NOT_AVAILABLE, ...
-                if not _transient(exc.args[0]) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.2)
+        return retry(offsets, healable=_transient, timeout=timeout, interval=0.2)
     finally:
         consumer.close()
 
 
-def _transient(error: KafkaError) -> bool:
+def _transient(exc: BaseException) -> bool:
+    """Just after a broker (re)start, leadership is still moving: NOT_LEADER, LEADER_NOT_AVAILABLE, ..."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not isinstance(error, KafkaError):
+        return False
     return error.retriable() or error.code() in (
         KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
         KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)

@@ -10,6 +10,7 @@ stack gives.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 import uuid
@@ -17,9 +18,11 @@ from typing import Any, Callable, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from streamcert.harness.errors import StreamcertError
 from streamcert.harness.stack.environment import Environment, EnvironmentConfig
 from streamcert.harness.stack.kafka_clients import client_conf, create_topic, read_topic
 from streamcert.harness.stack.spark import SparkConfig
+from streamcert.harness.waiting import wait_for
 
 __all__ = ["EXPECTATIONS", "run_smoke", "failed_expectations", "CountingSource"]
 
@@ -61,17 +64,18 @@ def _round_trip_ms(bootstrap: str, topic: str, samples: int = 5) -> float:
             began = time.perf_counter()
             producer.produce(topic, value=marker)
             producer.flush(30)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                msg = consumer.poll(0.05)
-                if msg is not None and msg.error() is None and msg.value() == marker:
-                    timings.append((time.perf_counter() - began) * 1000)
-                    break
-            else:
-                raise TimeoutError(f"round-trip sample {index} never arrived")
+            wait_for(functools.partial(_arrived, consumer, marker), what=f"round-trip sample {index} on {topic!r}",
+                     timeout=30, interval=0, error=StreamcertError,
+                     hint="The record was acknowledged but not delivered; check the link's toxics and the broker.")
+            timings.append((time.perf_counter() - began) * 1000)
         return round(statistics.median(timings), 2)
     finally:
         consumer.close()
+
+
+def _arrived(consumer: Any, marker: bytes) -> bool:
+    msg = consumer.poll(0.05)  # the poll itself waits: the probe needs no sleep between calls
+    return msg is not None and msg.error() is None and msg.value() == marker
 
 
 def _produce_fails_when_link_down(env: Environment, topic: str) -> bool:
