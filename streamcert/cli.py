@@ -47,9 +47,9 @@ def _terminal_width() -> int:
 # -- env check -------------------------------------------------------------------
 
 def _env_check(args: argparse.Namespace) -> int:
-    from streamcert.harness.stack.doctor import required_failures, run_checks
+    from streamcert.harness.stack.doctor import diagnose, required_failures
 
-    checks = run_checks()
+    checks = diagnose()
     failures = required_failures(checks)
     if args.json:
         print(json.dumps({"ok": not failures, "checks": [check.as_dict() for check in checks]}))

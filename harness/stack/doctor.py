@@ -1,7 +1,9 @@
 """``streamcert env check``: what the chosen provider needs, what is there, what is missing.
 
-Every check says whether it is required, what was found, and a hint when it
-fails; nothing here installs anything or starts a server.
+:func:`diagnose` runs every prerequisite check. Each says whether it is
+required, what was found, and a hint when it fails; nothing here installs
+anything or starts a server. (The checkers of a run's output are
+:mod:`streamcert.harness.verify.checkers`, a different thing.)
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from streamcert.harness.stack.cache import cache_dir
 from streamcert.harness.errors import StreamcertError
+from streamcert.harness.stack.cache import cache_dir
 from streamcert.harness.stack.install import (KAFKA_VERSION, TOXIPROXY_VERSION, find_go, find_java, kafka_lib_dir,
-                      postgres_bin_dir, toxiproxy_binary)
-from streamcert.harness.stack.process import RUN_TOKEN_VAR
+                                              postgres_bin_dir, toxiproxy_binary)
+from streamcert.harness.stack.process import token_carriers
 from streamcert.harness.stack.providers import docker_available
 
-__all__ = ["Check", "run_checks", "required_failures", "stray_processes"]
+__all__ = ["Check", "CHECKS", "diagnose", "required_failures", "stray_processes"]
 
 _PACKAGES = ("pyspark", "confluent_kafka", "psycopg", "pyarrow", "pandas", "numpy", "toxiproxy", "locust",
              "testcontainers", "requests", "rich")
@@ -127,18 +129,7 @@ def _loopback() -> Check:
 
 def stray_processes() -> list[int]:
     """Pids of processes carrying any streamcert run token (left by a run that was killed)."""
-    needle = f"{RUN_TOKEN_VAR}=".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                if any(item.startswith(needle) for item in handle.read().split(b"\0")):
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+    return sorted(token_carriers())
 
 
 def _strays() -> Check:
@@ -152,7 +143,8 @@ CHECKS: tuple[Callable[[], Check], ...] = (_python, _packages, _java, _docker, _
                                            _cache, _loopback, _strays)
 
 
-def run_checks() -> list[Check]:
+def diagnose() -> list[Check]:
+    """Every prerequisite check, in order: what the stack needs and whether this machine has it."""
     return [check() for check in CHECKS]
 
 
