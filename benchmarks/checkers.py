@@ -24,7 +24,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import resource
 import sys
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from streamcert.harness.stack.machine import machine_info
 from streamcert.harness.verify.checkers import CheckResult, combined_valid, exactly_once_checkers
 
 __all__ = ["Workload", "make_workload", "run_benchmark", "main"]
@@ -201,16 +201,7 @@ def _rss_mib() -> float | None:
 
 
 def _machine() -> dict[str, object]:
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor(),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "pandas": pd.__version__,
-    }
+    return {**machine_info(), "numpy": np.__version__, "pandas": pd.__version__}
 
 
 def _pin_to_one_cpu() -> int | None:
@@ -251,7 +242,8 @@ def _table(results: list[CheckResult], timings: dict[str, dict], total: float, m
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.checkers", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.checkers",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import uuid
@@ -194,7 +193,8 @@ def _ratios(cases: dict[str, Any]) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.connectors", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.connectors",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
@@ -213,10 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     import tempfile
 
     from streamcert.harness.errors import StreamcertError
+    from streamcert.harness.stack.machine import machine_info
 
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "benchmark": "connectors", "complete": False,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine_info(),
         "parameters": {"records": args.records, "record_bytes": args.record_bytes, "partitions": args.partitions,
                        "repeats": args.repeats, "cases": cases, "master": "local[2]"}}
     results: dict[str, Any] = {}
