@@ -35,13 +35,20 @@ def machine_info() -> dict[str, Any]:
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(),
         "cpu_count": cpu_count,
-        # What this process may use (a container's or taskset's CPU set), not what the machine has.
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpu_count,
+        "cpus_usable": _usable_cpus(cpu_count),
         "memory_mib": psutil.virtual_memory().total // 2**20,
         "java": _java_version(),
         "pyspark": _package_version("pyspark"),
         "git_commit": git_commit(),
     }
+
+
+def _usable_cpus(cpu_count: int | None) -> int | None:
+    """What this process may use (a container's or taskset's CPU set), not what the machine has."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no affinity call
+        return cpu_count
 
 
 @functools.lru_cache(maxsize=1)

@@ -3,6 +3,7 @@
 import os
 import time
 
+import psutil
 import pytest
 
 from streamcert.harness.errors import StartupFailed
@@ -81,8 +82,7 @@ def test_pause_and_resume(tmp_path):
     proc.start()
     proc.pause()
     time.sleep(0.1)
-    with open(f"/proc/{proc.pid}/stat") as stat:
-        assert stat.read().rsplit(")", 1)[1].split()[0] == "T"
+    assert psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED
     proc.resume()
     proc.stop()
 
