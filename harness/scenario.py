@@ -1,18 +1,22 @@
-"""The scenario runner: workload + connector + fault schedule + checkers + observer -> a RunResult.
+"""The scenario runner: workload -> stack -> query -> output -> checkers -> ``results.json``, for any connector.
 
-A :class:`Scenario` is data. :func:`run_scenario` creates the input and output
-topics, starts the observer on the output, starts the connector's query in a
-:class:`~streamcert.harness.run.driver.DriverProcess`, loads the workload, carries out the
-schedule (each fault started and stopped at its time, recorded in the
-history), waits until every acknowledged record is visible (or a quiet
-timeout), then runs the checkers and the metrics. The result is saved as
-``results.json`` even when the run is interrupted or fails, marked incomplete.
+A :class:`Scenario` is data: the connectors (a source, an optional aggregator, a sink, each a declaration found
+by entry point name or ``module:attr``), the workload, the fault schedule and the settings. :func:`run_scenario`
+creates the input topic and the sink's output (a Kafka topic, a PostgreSQL table name, or a folder), starts the
+observer of that output kind, starts the composed query (:mod:`streamcert.harness.run.pipeline`) in a
+:class:`~streamcert.harness.run.driver.DriverProcess`, loads the workload, carries out the schedule (each fault
+started and stopped at its time, recorded in the history), waits until every acknowledged record is visible
+(or nothing new arrives for ``quiet_timeout_s``), then runs the checkers and the metrics. ``results.json`` is
+written even when the run is interrupted or fails, marked incomplete.
+
+Schedule semantics: a fault starts ``at_s`` seconds after the fault timeline began (at once, or when the output
+first shows ``faults_after_output`` records); an entry with ``after`` set starts ``at_s`` seconds after that
+earlier entry stopped, so faults can be chained (kill at one protocol step, then at the next).
 """
 
 from __future__ import annotations
 
-import json
-import platform
+import re
 import threading
 import time
 import traceback
@@ -21,40 +25,57 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamcert.harness.verify.checkers import combined_valid, exactly_once_checkers, run_checks
-from streamcert.harness.run.driver import DriverProcess, QuerySpec
+import pandas as pd
+
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.faults.executor import executor_fault_for
-from streamcert.harness.faults.nemeses import DriverKillFault, DriverPointFault, Fault, RescaleFault, TaskPointFault, fault_for
+from streamcert.harness.faults.base import Fault, FaultContext
+from streamcert.harness.faults.registry import build_fault
+from streamcert.harness.faults.schedule import FaultSpec, parse
+from streamcert.harness.results import RunResult
+from streamcert.harness.run.connectors import load_connector
+from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.history import History
-from streamcert.harness.stack.kafka_clients import create_topic
-from streamcert.harness.verify.metrics import summarize
-from streamcert.harness.run.observers.kafka import KafkaObserver
-from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.observers import Observer, OutputTarget, observer_for
+from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
+from streamcert.harness.stack.kafka_clients import create_topic
+from streamcert.harness.verify.checkers import combined_valid, exactly_once_checkers, run_checks
+from streamcert.harness.verify.metrics import summarize
+from streamcert.spi.connector import Connector, QueryContext, SinkConnector
 
-__all__ = ["SCHEMA_VERSION", "Scenario", "RunResult", "run_scenario"]
+__all__ = ["Scenario", "RunResult", "run_scenario"]
 
-SCHEMA_VERSION = 1
+#: How long the fault timeline waits for ``faults_after_output`` records before it starts anyway.
+_OUTPUT_GATE_S = 300.0
 
 
 @dataclass
 class Scenario:
-    """What to run. The connector's builder gets params plus input_topic, output_topic, bootstrap, checkpoint
-    and fault_trigger_dir (for :func:`streamcert.harness.faults.executor.failure_point`)."""
+    """What to run. ``options`` reach the connectors as :attr:`QueryContext.options`; ``parallelism`` is the
+    reader/writer parallelism of the first attempt (a ``rescale`` fault changes it)."""
 
     name: str
-    builder: str
+    source: str = "streamcert-kafka"
+    sink: str = "streamcert-kafka-2pc"
+    aggregator: str | None = None
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     schedule: list[FaultSpec] = field(default_factory=list)
-    params: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    parallelism: int = 2
     master: str = "local[2,3]"
-    output_partitions: int = 1
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    trigger: str = "200 milliseconds"
+    #: Partitions of a Kafka output topic; None: what the sink declares.
+    output_partitions: int | None = None
     quiet_timeout_s: float = 60.0
     #: "bulk" (as fast as the broker takes it) or "open_loop" (locust at workload.rate for load_duration_s)
     load: str = "bulk"
     load_duration_s: float = 10.0
     load_users: int = 2
+    #: Start loading only once the query committed its first batch (it runs before any input arrives).
+    load_after_first_batch: bool = False
+    #: Start the fault timeline once the output shows this many records (0: when the driver starts).
+    faults_after_output: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -63,84 +84,102 @@ class Scenario:
 
 
 @dataclass
-class RunResult:
-    scenario: dict[str, Any]
-    seed: int
-    complete: bool = False
-    valid: bool | str = "unknown"
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    ledger_counts: dict[str, int] = field(default_factory=dict)
-    error: str | None = None
-    started_at: float = 0.0
-    duration_s: float = 0.0
-    machine: dict[str, Any] = field(default_factory=lambda: {
-        "platform": platform.platform(), "python": platform.python_version(), "processor": platform.machine()})
+class _Run:
+    """What one run set up; torn down in :func:`run_scenario`'s ``finally``."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, **asdict(self)}
-
-    def save(self, path: Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2, default=str))
-        return path
+    history: History = field(default_factory=History)
+    driver: DriverProcess | None = None
+    observer: Observer | None = None
+    faults: list[Fault] = field(default_factory=list)
 
 
 def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
     """Run ``scenario`` on the started environment ``env``; always writes ``workdir/results.json``."""
     workdir = Path(workdir)
     result = RunResult(scenario=scenario.as_dict(), seed=scenario.workload.seed, started_at=time.time())
-    history = History()
-    suffix = uuid.uuid4().hex[:8]
-    bootstrap = env.endpoints.bootstrap_servers
-    input_topic, output_topic = f"{scenario.name}-in-{suffix}", f"{scenario.name}-out-{suffix}"
-    driver = observer = None
-    faults: list[Fault] = []
+    run = _Run()
     try:
-        create_topic(bootstrap, input_topic, scenario.workload.partitions)
-        create_topic(bootstrap, output_topic, scenario.output_partitions)
-        observer = KafkaObserver(bootstrap, output_topic)
-        observer.start()
-        params = {**scenario.params, "input_topic": input_topic, "output_topic": output_topic,
-                  "bootstrap": bootstrap, "fault_trigger_dir": str(workdir / "triggers")}
-        driver = DriverProcess(QuerySpec(scenario.builder, str(workdir / "checkpoint"), params, scenario.master),
-                               workdir / "driver", run_token=getattr(env, "run_token", ""))
-        driver.start()
-        history.record("driver-start", attempt=driver.attempt)
-        timers = _schedule(scenario.schedule, env, driver, history, faults, input_topic, workdir / "triggers")
-        ledger = _load(scenario, bootstrap, input_topic, workdir, result)
-        history.record("load-done", **ledger.counts())
+        parse([spec.as_dict() for spec in scenario.schedule])  # e.g. an ``after`` that names no earlier entry
+        source = load_connector(scenario.source, "source")
+        sink = load_connector(scenario.sink, "sink")
+        aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
+        result.connectors = {c.kind: {"reference": ref, "name": c.name} for c, ref in (
+            (source, scenario.source), (sink, scenario.sink), (aggregator, scenario.aggregator)) if c is not None}
+        context = _context(env, scenario, sink, workdir)
+        result.context = context.to_dict()
+        result.output = {"kind": sink.output_kind, "name": context.output}
+        _create_topics(scenario, sink, context)
+        run.observer = observer_for(
+            OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn),
+            unpack=(aggregator or sink).unpack_output)
+        run.observer.start()
+        run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir)
+        faults = FaultContext(environment=env, driver=run.driver, history=run.history,
+                              input_topic=context.input_topic, workdir=workdir / "faults")
+        run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
+        run.driver.start()
+        run.history.record("driver-start", attempt=run.driver.attempt)
+        timeline = _start_timeline(scenario, run)
+        if scenario.load_after_first_batch:
+            run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
+        ledger = _load(scenario, context.bootstrap_servers, context.input_topic, workdir, result)
+        run.history.record("load-done", **ledger.counts())
         result.ledger_counts = ledger.counts()
-        for timer in timers:
-            timer.join()
+        timeline.join()
         expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
-        _wait_until_seen(observer, expected, scenario.quiet_timeout_s)
-        history.record("quiesced", seen=observer.count())
-        output = observer.frame()
+        _wait_until_seen(run.observer, expected, scenario.quiet_timeout_s)
+        run.history.record("quiesced", seen=run.observer.count())
+        output = _with_keys(run.observer.frame(), run.observer, ledger.frame)
         results = run_checks(exactly_once_checkers(), ledger.for_checkers(), output)
         result.checks = [check.to_dict() for check in results]
         result.valid = combined_valid(results)
-        result.metrics.update(summarize(output, ledger.frame, history.events(), history_origin(history)))
-        if observer.error:
-            result.error = f"observer: {observer.error}"
+        result.metrics.update(summarize(output, ledger.frame, run.history.events(), _origin(run.history)))
+        if run.observer.error:
+            result.error = f"observer: {run.observer.error}"
         result.complete = True
     except BaseException as exc:
         result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
         if not isinstance(exc, Exception):
             raise
     finally:
-        for fault in faults:
-            _safely(fault.stop)
-        if driver is not None:
-            _safely(driver.stop)
-        if observer is not None:
-            _safely(observer.stop)
-        result.history = history.events()
+        _tear_down(run)
+        result.driver_attempts = run.driver.attempt if run.driver is not None else 0
+        result.history = run.history.events()
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(workdir / "results.json")
     return result
+
+
+def _context(env: Any, scenario: Scenario, sink: SinkConnector, workdir: Path) -> QueryContext:
+    run_id = uuid.uuid4().hex[:8]
+    stem = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:40] or "scenario"
+    outputs = {"kafka": f"{stem}-out-{run_id}", "postgres": f"out_{re.sub(r'[^a-z0-9_]', '_', stem.lower())}_{run_id}",
+               "files": str(workdir / "output")}
+    if sink.output_kind not in outputs:
+        raise ConfigurationError(f"Sink {sink.name!r} writes output of kind {sink.output_kind!r}.",
+                                 hint=f"Output kinds streamcert can read back: {', '.join(outputs)}.")
+    endpoints = env.endpoints
+    return QueryContext(bootstrap_servers=endpoints.bootstrap_servers, input_topic=f"{stem}-in-{run_id}",
+                        output=outputs[sink.output_kind], checkpoint=str(workdir / "checkpoint"), run_id=run_id,
+                        postgres_dsn=endpoints.postgres_dsn, parallelism=scenario.parallelism,
+                        options=dict(scenario.options))
+
+
+def _create_topics(scenario: Scenario, sink: SinkConnector, context: QueryContext) -> None:
+    create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
+    if sink.output_kind == "kafka":
+        create_topic(context.bootstrap_servers, context.output, scenario.output_partitions or sink.output_partitions)
+
+
+def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: list[Connector | None],
+            workdir: Path) -> DriverProcess:
+    present = [c for c in connectors if c is not None]
+    spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
+    packages = tuple(dict.fromkeys(p for c in present for p in c.spark_packages))
+    params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
+    spec = QuerySpec(BUILDER, context.checkpoint, params, scenario.master,
+                     spark_conf={**spark_conf, **scenario.spark_conf}, packages=packages)
+    return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""))
 
 
 def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result: RunResult):
@@ -156,48 +195,65 @@ def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result:
     return loaded.ledger
 
 
-def history_origin(history: History) -> float:
+def _origin(history: History) -> float:
     events = history.events()
     return events[0]["time"] if events else time.time()
 
 
-def _fault(spec: FaultSpec, env: Any, driver: DriverProcess, history: History, topic: str,
-           trigger_dir: Path) -> Fault:
-    driver_faults = {"driver_kill": DriverKillFault, "driver_kill_at": DriverPointFault, "rescale": RescaleFault,
-                     "task_fail_at": TaskPointFault}
-    if spec.fault in driver_faults:
-        return driver_faults[spec.fault](spec, driver, history)
-    if spec.target == "executor":
-        return executor_fault_for(spec, driver, history, trigger_dir=trigger_dir)
-    return fault_for(spec, env, history, topic=topic)
+# -- the fault timeline ----------------------------------------------------------------------
+
+def _start_timeline(scenario: Scenario, run: _Run) -> threading.Thread:
+    """One thread that gates the timeline, then one thread per fault: wait for its time, start, hold, stop."""
+    assert run.driver is not None and run.observer is not None
+    stopped = [threading.Event() for _ in scenario.schedule]
+
+    def carry_out(index: int, began: float) -> None:
+        spec, fault = scenario.schedule[index], run.faults[index]
+        if spec.after is not None:
+            stopped[spec.after].wait()
+            began = time.monotonic()
+        time.sleep(max(0.0, began + spec.at_s - time.monotonic()))
+        try:
+            _recorded(run.history, spec, "start", fault.start)
+            time.sleep(spec.duration_s)
+        finally:
+            _recorded(run.history, spec, "stop", fault.stop)
+            stopped[index].set()
+
+    def timeline() -> None:
+        if scenario.faults_after_output > 0:
+            _wait_for_output(run, scenario.faults_after_output)
+        began = time.monotonic()
+        threads = [threading.Thread(target=carry_out, args=(index, began), name=f"fault-{spec.fault}", daemon=True)
+                   for index, spec in enumerate(scenario.schedule)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    thread = threading.Thread(target=timeline, name="fault-timeline", daemon=True)
+    thread.start()
+    return thread
 
 
-def _schedule(schedule: list[FaultSpec], env: Any, driver: DriverProcess, history: History,
-              faults: list[Fault], topic: str, trigger_dir: Path) -> list[threading.Thread]:
-    """Start one thread per fault: wait until its time, start it, hold it, stop it."""
-    began = time.monotonic()
-    threads = []
-    for spec in schedule:
-        fault = _fault(spec, env, driver, history, topic, trigger_dir)
-        faults.append(fault)
-
-        def carry_out(fault: Fault = fault, spec: FaultSpec = spec) -> None:
-            time.sleep(max(0.0, began + spec.at_s - time.monotonic()))
-            try:
-                fault.start()
-                time.sleep(spec.duration_s)
-            except Exception as exc:  # recorded; the run goes on and the checkers judge the outcome
-                history.record("fault-error", fault=spec.fault, error=f"{type(exc).__name__}: {exc}")
-            finally:
-                _safely(fault.stop)
-
-        thread = threading.Thread(target=carry_out, name=f"fault-{spec.fault}", daemon=True)
-        thread.start()
-        threads.append(thread)
-    return threads
+def _recorded(history: History, spec: FaultSpec, phase: str, action) -> None:
+    """Run a fault's start or stop; an error is recorded in the history, and the checkers judge the outcome."""
+    try:
+        action()
+    except Exception as exc:
+        history.record("fault-error", fault=spec.fault, phase=phase, error=f"{type(exc).__name__}: {exc}")
 
 
-def _wait_until_seen(observer: KafkaObserver, expected: set[int], timeout: float) -> None:
+def _wait_for_output(run: _Run, records: int) -> None:
+    deadline = time.monotonic() + _OUTPUT_GATE_S
+    while run.observer.count() < records and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run.history.record("fault-timeline-start", output_records=run.observer.count(), wanted=records)
+
+
+# -- reading the output back -----------------------------------------------------------------
+
+def _wait_until_seen(observer: Observer, expected: set[int], timeout: float) -> None:
     """Wait until every expected id was seen, or no new delivery arrived for ``timeout`` seconds."""
     last_count, last_change = -1, time.monotonic()
     while time.monotonic() - last_change < timeout:
@@ -208,6 +264,25 @@ def _wait_until_seen(observer: KafkaObserver, expected: set[int], timeout: float
         if len(frame) != last_count:
             last_count, last_change = len(frame), time.monotonic()
         time.sleep(0.2)
+
+
+def _with_keys(output: pd.DataFrame, observer: Observer, ledger: pd.DataFrame) -> pd.DataFrame:
+    """Where the output does not store keys (a table of values), each record's key comes from the ledger."""
+    if observer.carries_keys or output.empty:
+        return output
+    keys = pd.Series(ledger["key"].to_numpy(), index=ledger["id"].to_numpy())
+    output = output.copy()
+    output["key"] = output["id"].map(keys).to_numpy()
+    return output
+
+
+def _tear_down(run: _Run) -> None:
+    for fault in run.faults:
+        _safely(fault.stop)
+    if run.driver is not None:
+        _safely(run.driver.stop)
+    if run.observer is not None:
+        _safely(run.observer.stop)
 
 
 def _safely(action) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault
 from streamcert.harness.faults.registry import fault_kind
+from streamcert.harness.stack.resources import ServerProcess
 
 __all__ = ["BrokerFault", "DatabaseFault"]
 
@@ -32,7 +33,7 @@ class _ServerFault(Fault):
 
     def _controlled(self) -> Any:
         server = self._server()
-        if server is None or not hasattr(server, "kill"):
+        if not isinstance(server, ServerProcess):
             raise ConfigurationError(f"Fault {self.spec.fault!r} needs a server process this environment controls.",
                                      hint="Use the local or testcontainers provider.")
         return server

@@ -3,11 +3,16 @@
 - :mod:`~streamcert.spi.errors`: errors with hints (a bad option is a :class:`ConfigurationError`);
 - :mod:`~streamcert.spi.options`: :class:`OptionRules`, typed and case-insensitive Spark options;
 - :mod:`~streamcert.spi.fault_points`: :func:`reached`, named moments where the harness may kill the driver or
-  fail the task.
+  fail the task;
+- :mod:`~streamcert.spi.connector`: the declaration of a connector under test (:class:`SourceConnector`,
+  :class:`SinkConnector`, :class:`AggregatorConnector`) and the :class:`QueryContext` it builds its query from.
 """
 
+from streamcert.spi.connector import (KINDS, OUTPUT_KINDS, AggregatorConnector, Connector, QueryContext,
+                                      SinkConnector, SourceConnector)
 from streamcert.spi.errors import ConfigurationError, StreamcertError
 from streamcert.spi.fault_points import InjectedPointFailure, reached
 from streamcert.spi.options import OptionRules
 
-__all__ = ["ConfigurationError", "StreamcertError", "InjectedPointFailure", "reached", "OptionRules"]
+__all__ = ["KINDS", "OUTPUT_KINDS", "Connector", "SourceConnector", "SinkConnector", "AggregatorConnector",
+           "QueryContext", "ConfigurationError", "StreamcertError", "InjectedPointFailure", "reached", "OptionRules"]

@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
-from streamcert.harness.faults.nemeses import DriverKillFault, RescaleFault
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.run.observers.files import read_committed_table
 from streamcert.harness.run.history import History
 from streamcert.harness.stack.kafka_clients import create_topic
@@ -61,7 +62,8 @@ def test_rescale_from_one_reader_task_to_three_loses_and_repeats_nothing(stack, 
     history = History()
     with driver:
         driver.wait_for(lambda d: (d.checkpoint().latest_commit or -1) >= 2, "three committed batches", timeout=240)
-        fault = RescaleFault(FaultSpec("rescale", "driver", 0, 0, {"parallelism": 3}), driver, history)
+        fault = build_fault(FaultSpec("rescale", "driver", 0, 0, {"parallelism": 3}),
+                            FaultContext(driver=driver, history=history, workdir=tmp_path / "faults"))
         fault.start()
         fault.stop()
         ids = _wait_all(driver, tmp_path, len(_acked(ledger)))
@@ -76,7 +78,8 @@ def test_driver_kill_between_offsets_and_commit_then_other_batch_size_is_exactly
     ledger, driver = _setup(stack, tmp_path, partitions=3, total=2400, parallelism=2)
     history = History()
     with driver:
-        kill = DriverKillFault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 2}), driver, history)
+        kill = build_fault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 2}),
+                           FaultContext(driver=driver, history=history, workdir=tmp_path / "faults"))
         kill.start()
         assert history.events("fault-start")[0]["in_window"] is True
         driver.spec = driver.spec.replace(params={**driver.spec.params, "max_records_per_batch": 700})

@@ -12,7 +12,7 @@ from streamcert.harness.run.workload import WorkloadSpec
 
 pytestmark = pytest.mark.integration
 
-BUILDER = "tests.harness.scenario_queries:kafka_to_kafka_at_least_once"
+SINK = "tests.harness.scenario_connectors:AtLeastOnceKafkaSink"
 
 
 def _by_name(result):
@@ -20,22 +20,24 @@ def _by_name(result):
 
 
 def test_clean_run_is_valid_and_reports_metrics(stack, tmp_path):
-    scenario = Scenario("clean", BUILDER, WorkloadSpec(total=1500, keys=20, partitions=2, seed=5),
-                        params={"max_records_per_batch": 300}, master="local[2,2]")
+    scenario = Scenario("clean", sink=SINK, trigger="100 milliseconds",
+                        workload=WorkloadSpec(total=1500, keys=20, partitions=2, seed=5),
+                        options={"max_records_per_batch": 300}, master="local[2,2]")
     result = run_scenario(stack, scenario, tmp_path)
     assert result.complete and result.error is None, result.error
     assert result.valid is True, [c for c in result.checks if c["valid"] is not True]
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["schema_version"] == 1 and saved["complete"] is True and saved["seed"] == 5
+    assert saved["schema_version"] == 2 and saved["complete"] is True and saved["seed"] == 5
     assert saved["metrics"]["throughput"]["records"] == 1500
     assert saved["metrics"]["latency_ms"]["count"] == 1500 and saved["metrics"]["latency_ms"]["p50"] > 0
 
 
 def test_driver_killed_at_the_sinks_fault_point_makes_an_at_least_once_sink_duplicate(stack, tmp_path):
     """The named point sits after the sink wrote and before Spark commits: the replay must duplicate."""
-    scenario = Scenario("point", BUILDER, WorkloadSpec(total=1200, keys=10, partitions=2, seed=6),
+    scenario = Scenario("point", sink=SINK, trigger="100 milliseconds",
+                        workload=WorkloadSpec(total=1200, keys=10, partitions=2, seed=6),
                         schedule=[FaultSpec("driver_kill_at", "driver", 0.0, 0.0, {"point": "after-batch-write"})],
-                        params={"max_records_per_batch": 200}, master="local[2,2]")
+                        options={"max_records_per_batch": 200}, master="local[2,2]")
     result = run_scenario(stack, scenario, tmp_path)
     assert result.complete, result.error
     [start] = [e for e in result.history if e["kind"] == "fault-start"]
@@ -47,9 +49,10 @@ def test_driver_killed_at_the_sinks_fault_point_makes_an_at_least_once_sink_dupl
 
 
 def test_checkpoint_aware_driver_kill_lands_in_the_window_and_loses_nothing(stack, tmp_path):
-    scenario = Scenario("kill", BUILDER, WorkloadSpec(total=1200, keys=10, partitions=2, seed=7),
+    scenario = Scenario("kill", sink=SINK, trigger="100 milliseconds",
+                        workload=WorkloadSpec(total=1200, keys=10, partitions=2, seed=7),
                         schedule=[FaultSpec("driver_kill", "driver", 0.0, 0.0, {"min_batch": 1})],
-                        params={"max_records_per_batch": 200, "commit_delay_ms": 300}, master="local[2,2]")
+                        options={"max_records_per_batch": 200, "commit_delay_ms": 300}, master="local[2,2]")
     result = run_scenario(stack, scenario, tmp_path)
     assert result.complete, result.error
     [start] = [e for e in result.history if e["kind"] == "fault-start"]
@@ -62,18 +65,20 @@ def test_checkpoint_aware_driver_kill_lands_in_the_window_and_loses_nothing(stac
 
 
 def test_a_run_that_fails_still_writes_its_results_marked_incomplete(stack, tmp_path):
-    scenario = Scenario("broken", "tests.harness.scenario_queries:no_such_builder", WorkloadSpec(total=10))
+    scenario = Scenario("broken", sink="tests.harness.scenario_connectors:no_such_sink",
+                        workload=WorkloadSpec(total=10))
     result = run_scenario(stack, scenario, tmp_path)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert result.complete is False and saved["complete"] is False
-    assert "no_such_builder" in saved["error"] and saved["valid"] == "unknown"
+    assert "no_such_sink" in saved["error"] and saved["valid"] == "unknown"
     assert saved["scenario"]["name"] == "broken"
 
 
 def test_open_loop_scenario_with_a_network_fault_reports_recovery(stack, tmp_path):
     """Locust at 200 records/s for 12 s; the Kafka link goes down for 2 s; nothing is lost, recovery is measured."""
-    scenario = Scenario("open", BUILDER, WorkloadSpec(total=2400, keys=20, partitions=2, rate=200.0, seed=8),
-                        schedule=[FaultSpec("down", "kafka", 5.0, 2.0)], params={"max_records_per_batch": 500},
+    scenario = Scenario("open", sink=SINK, trigger="100 milliseconds",
+                        workload=WorkloadSpec(total=2400, keys=20, partitions=2, rate=200.0, seed=8),
+                        schedule=[FaultSpec("down", "kafka", 5.0, 2.0)], options={"max_records_per_batch": 500},
                         master="local[2,2]", load="open_loop", load_duration_s=12.0)
     result = run_scenario(stack, scenario, tmp_path)
     assert result.complete, result.error

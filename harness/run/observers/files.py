@@ -1,4 +1,4 @@
-"""Reading what Spark's file sink committed: only the files its ``_spark_metadata`` log lists.
+"""The files observer: reads what Spark's file sink committed: only the files its ``_spark_metadata`` log lists.
 
 A failed or killed attempt can leave Parquet files in the output folder that
 were never committed; a reader that lists the folder would see duplicates.
@@ -12,10 +12,13 @@ import json
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["committed_files", "read_committed_table"]
+from streamcert.harness.run.observers.base import Observer, OutputTarget
+
+__all__ = ["committed_files", "read_committed_table", "FilesObserver"]
 
 
 def committed_files(output: Path) -> list[str]:
@@ -40,3 +43,31 @@ def read_committed_table(output: Path) -> pa.Table | None:
     if not files:
         return None
     return pa.concat_tables([pq.read_table(path) for path in files])
+
+
+class FilesObserver(Observer):
+    """Reads column ``value`` (and ``key`` if written) of each data file once the sink's log commits it.
+
+    Location column: ``file``. Polls the log every half second; a file is read once, when it first appears.
+    """
+
+    kind = "files"
+    idle_s = 0.5
+
+    def __init__(self, target: OutputTarget, unpack=None) -> None:
+        super().__init__(target, unpack)
+        self._read: set[str] = set()
+
+    def _read_new(self) -> pd.DataFrame | None:
+        new = [path for path in committed_files(Path(self.target.name)) if path not in self._read]
+        if not new:
+            return None
+        frames = []
+        for path in new:
+            table = pq.read_table(path)
+            columns = [c for c in ("key", "value") if c in table.column_names]
+            frame = table.select(columns).to_pandas()
+            frame["file"] = path
+            frames.append(frame)
+            self._read.add(path)
+        return pd.concat(frames, ignore_index=True)

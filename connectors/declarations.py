@@ -1,0 +1,119 @@
+"""The reference connectors declared for certification (the objects ``streamcert certify`` runs).
+
+Each one says what it is, what it claims and how to build its part of a query from the
+:class:`~streamcert.spi.connector.QueryContext`; they are installed as entry points of the group
+``streamcert.connectors`` (``streamcert-kafka``, ``streamcert-kafka-2pc``, ``streamcert-pg-2pc``,
+``streamcert-batch-aggregator``). The methods run in the driver process when the query is built, except
+``unpack_output`` (in the harness, on what it reads back). Scenario options they read: ``max_records_per_batch``,
+``sink_id``, ``staging_partitions``, ``staging_block_bytes``, ``max_batch_size``, ``max_wait_ms``, ``key_groups``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pandas as pd
+
+from streamcert.spi.connector import AggregatorConnector, QueryContext, SinkConnector, SourceConnector
+
+__all__ = ["KafkaOffsetSourceUnderTest", "KafkaTwoPhaseSinkUnderTest", "PostgresTwoPhaseSinkUnderTest",
+           "BatchAggregatorUnderTest"]
+
+_GENERAL = frozenset({"GEN-1", "GEN-2", "GEN-3"})
+
+
+def _sink_id(context: QueryContext) -> str:
+    return str(context.option("sink_id") or f"s{context.run_id}")
+
+
+class KafkaOffsetSourceUnderTest(SourceConnector):
+    """``streamcert-kafka``: offsets from the broker's durable state, kept in Spark's checkpoint."""
+
+    name = "streamcert-kafka"
+    claims = frozenset({f"SRC-{n}" for n in range(1, 11)} | _GENERAL
+                       | {"exactly-once", "read_committed", "rescale", "admission-control"})
+    unclaimed = {"SRC-11": "event-time alignment across partitions (maxAllowedDriftMs) is not implemented"}
+
+    def read(self, spark: Any, context: QueryContext) -> Any:
+        from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+
+        spark.dataSource.register(KafkaOffsetSource)
+        return (spark.readStream.format(SOURCE_NAME)
+                .option("kafka.bootstrap.servers", context.bootstrap_servers)
+                .option("subscribe", context.input_topic)
+                .option("readerParallelism", str(context.parallelism))
+                .option("maxRecordsPerBatch", str(context.option("max_records_per_batch", 300))).load())
+
+
+class KafkaTwoPhaseSinkUnderTest(SinkConnector):
+    """``streamcert-kafka-2pc``: write-ahead two-phase commit into a Kafka topic (read it with read_committed)."""
+
+    name = "streamcert-kafka-2pc"
+    output_kind = "kafka"
+    output_partitions = 2
+    claims = frozenset({f"SNK-{n}" for n in range(1, 9)} | _GENERAL | {"exactly-once", "read_committed", "rescale"})
+
+    def write(self, frame: Any, context: QueryContext) -> Any:
+        from streamcert.connectors.kafka_sink import SINK_NAME, KafkaTwoPhaseSink
+
+        frame.sparkSession.dataSource.register(KafkaTwoPhaseSink)
+        return (frame.select("key", "value").writeStream.format(SINK_NAME)
+                .option("kafka.bootstrap.servers", context.bootstrap_servers).option("topic", context.output)
+                .option("sinkId", _sink_id(context))
+                .option("stagingPartitions", str(context.option("staging_partitions", 8)))
+                .option("stagingBlockBytes", str(context.option("staging_block_bytes", 512 * 1024)))
+                .option("checkpointLocation", context.checkpoint))
+
+
+class PostgresTwoPhaseSinkUnderTest(SinkConnector):
+    """``streamcert-pg-2pc``: PostgreSQL prepared transactions in tasks, ``COMMIT PREPARED`` on the driver."""
+
+    name = "streamcert-pg-2pc"
+    output_kind = "postgres"
+    claims = frozenset({f"SNK-{n}" for n in range(1, 9)} | _GENERAL | {"exactly-once", "rescale"})
+
+    def write(self, frame: Any, context: QueryContext) -> Any:
+        from streamcert.connectors.pg_sink import SINK_NAME, PostgresTwoPhaseSink
+
+        frame.sparkSession.dataSource.register(PostgresTwoPhaseSink)
+        return (frame.select("partition", "offset", "value").writeStream.format(SINK_NAME)
+                .option("dsn", context.postgres_dsn).option("table", context.output)
+                .option("sinkId", _sink_id(context)).option("checkpointLocation", context.checkpoint))
+
+
+class BatchAggregatorUnderTest(AggregatorConnector):
+    """The batch aggregator: per-key-ordered lists flushed at ``max_batch_size`` records or ``max_wait_ms``.
+
+    Its output rows are JSON batches (``key_group``, ``group_batch``, ``reason``, ``items``: key and base64
+    value of each record, ...): :meth:`unpack_output` gives one row per record, with ``batch_id`` and
+    ``emitted_at`` for the aggregator checker.
+    """
+
+    name = "streamcert-batch-aggregator"
+    claims = frozenset({f"AGG-{n}" for n in range(1, 7)} | _GENERAL | {"rescale"})
+    spark_conf = {"spark.sql.streaming.stateStore.providerClass":
+                  "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+
+    def transform(self, frame: Any, context: QueryContext) -> Any:
+        from pyspark.sql import functions as F
+
+        from streamcert.connectors.aggregator import aggregate_batches
+
+        batches = aggregate_batches(
+            frame.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value"),
+            max_batch_size=int(context.option("max_batch_size", 100)),
+            max_wait_ms=int(context.option("max_wait_ms", 1000)), key_groups=int(context.option("key_groups", 8)))
+        return batches.select(F.col("key_group").cast("string").alias("key"),
+                              F.to_json(F.struct("*")).alias("value"))
+
+    def unpack_output(self, frame: pd.DataFrame) -> pd.DataFrame:
+        batches = [json.loads(value) for value in frame["value"]]
+        items = [(batch, item) for batch in batches for item in batch["items"]]
+        return pd.DataFrame({
+            "key": [item["key"] for _batch, item in items],
+            "value": [base64.b64decode(item["value"]) for _batch, item in items],
+            "batch_id": [f"{batch['key_group']}-{batch['group_batch']}" for batch, _item in items],
+            "emitted_at": [batch["emitted_at_ms"] / 1000 for batch, _item in items],
+        })

@@ -1,0 +1,53 @@
+"""Finding a connector under test: by entry point name (group ``streamcert.connectors``) or ``module:attr``.
+
+Runs wherever a query is assembled: in the harness (to read the declaration: kind, claims, output kind) and in
+the driver process (to build the query). The attribute may be a connector object or a class to instantiate
+without arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.spi.connector import Connector
+
+__all__ = ["ENTRY_POINT_GROUP", "available_connectors", "load_connector"]
+
+ENTRY_POINT_GROUP = "streamcert.connectors"
+
+
+def available_connectors() -> dict[str, str]:
+    """Entry point name -> ``module:attr`` of every connector installed in this interpreter."""
+    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_connector(reference: str, kind: str | None = None) -> Connector:
+    """The connector named by ``reference``, checked to be a :class:`Connector` (of ``kind``, when given)."""
+    installed = available_connectors()
+    target = installed.get(reference, reference)
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(
+            f"Connector {reference!r} is neither an installed connector nor of the form module:attr.",
+            hint=f"Installed connectors: {', '.join(sorted(installed)) or 'none'}; or give my_pkg.module:CONNECTOR.")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"Cannot import {module_name!r} for connector {reference!r}: {exc}.",
+                                 hint="Is the package installed in this interpreter (pip install -e .)?") from None
+    try:
+        found = getattr(module, attr)
+    except AttributeError:
+        raise ConfigurationError(f"Module {module_name!r} has no {attr!r} (connector {reference!r}).",
+                                 hint="Check the name after the colon.") from None
+    connector = found() if isinstance(found, type) and issubclass(found, Connector) else found
+    if not isinstance(connector, Connector):
+        raise ConfigurationError(f"{reference!r} is a {type(connector).__name__}, not a connector declaration.",
+                                 hint="Subclass streamcert.spi.connector.SourceConnector, SinkConnector or "
+                                 "AggregatorConnector.")
+    if kind is not None and connector.kind != kind:
+        raise ConfigurationError(f"{reference!r} is a {connector.kind} connector; a {kind} is needed here.",
+                                 hint=f"Pass it as the {connector.kind} of the scenario.")
+    return connector

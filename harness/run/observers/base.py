@@ -1,0 +1,149 @@
+"""What every observer shares: a thread that reads new output while the run goes on, and the decoded frame.
+
+An observer runs in a thread of the harness's process. Each round its :meth:`Observer._read_new` returns the
+rows that became visible since the last round (``key``, ``value`` and where each was found); the base class
+stamps them with the time it saw them (``visible_at``), lets the connector unpack them into one row per
+workload record (:meth:`~streamcert.spi.connector.Connector.unpack_output`), and decodes each record's id,
+seq and produced-at time from the bytes (the workload's header), so nothing depends on the connector carrying
+extra columns. Adding an output kind means one subclass in its own module of this package, with a ``kind``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from streamcert.harness.run.workload import decode_values
+
+__all__ = ["OutputTarget", "Observer", "OUTPUT_COLUMNS"]
+
+#: Columns of every observer's frame, in this order, then the kind's own location columns.
+OUTPUT_COLUMNS = ("id", "key", "seq", "produced_at", "visible_at", "position")
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where a connector's output is: ``name`` is the topic, table or folder; the addresses lead through the proxy."""
+
+    kind: str
+    name: str
+    bootstrap_servers: str = ""
+    postgres_dsn: str | None = None
+
+
+class Observer(ABC):
+    """Reads back a connector's output while the run goes on; a context manager, ``stop()`` is idempotent."""
+
+    #: The output kind this observer reads (see :data:`streamcert.spi.connector.OUTPUT_KINDS`).
+    kind: ClassVar[str] = ""
+    #: Whether the output stores each record's key; where it does not, the runner takes keys from the ledger.
+    carries_keys: ClassVar[bool] = True
+    #: Pause between two rounds of :meth:`_read_new` that found nothing.
+    idle_s: ClassVar[float] = 0.1
+
+    def __init__(self, target: OutputTarget, unpack: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> None:
+        self.target = target
+        self.unpack = unpack or (lambda frame: frame)
+        self.error: str | None = None
+        self._chunks: list[pd.DataFrame] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "Observer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stopping.clear()
+            self._thread = threading.Thread(target=self._run, name=f"observer-{self.target.name}", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(chunk) for chunk in self._chunks)
+
+    def frame(self) -> pd.DataFrame:
+        """Records seen so far, in arrival order: :data:`OUTPUT_COLUMNS` plus the kind's location columns."""
+        with self._lock:
+            chunks = list(self._chunks)
+        if not chunks:
+            return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in (
+                ("id", "int64"), ("key", "object"), ("seq", "int64"), ("produced_at", "float64"),
+                ("visible_at", "float64"), ("position", "int64"))})
+        frame = pd.concat(chunks, ignore_index=True)
+        frame["position"] = np.arange(len(frame), dtype=np.int64)
+        return frame
+
+    # -- for subclasses -------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Called once in the observer's thread before the first round (connect, subscribe)."""
+
+    def _close(self) -> None:
+        """Called once in the observer's thread after the last round, also after an error."""
+
+    @abstractmethod
+    def _read_new(self) -> pd.DataFrame | None:
+        """Rows that became visible since the last call: ``key``, ``value`` and location columns; None if none.
+
+        Called in the observer's thread, over and over until the observer stops; may block briefly.
+        """
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._open()
+            while not self._stopping.is_set():
+                raw = self._read_new()
+                if raw is None or raw.empty:
+                    self._stopping.wait(self.idle_s)
+                    continue
+                self._append(raw, time.time())
+        except Exception as exc:  # the run reports it; a dead observer must not look like an empty output
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            try:
+                self._close()
+            except Exception:  # closing a client of a server that is gone: nothing left to save
+                pass
+
+    def _append(self, raw: pd.DataFrame, seen_at: float) -> None:
+        records = self.unpack(raw).reset_index(drop=True)
+        decoded = decode_values(records["value"].tolist())
+        keys = records["key"] if "key" in records.columns else [None] * len(records)
+        decoded["key"] = [_text(key) for key in keys]
+        decoded["visible_at"] = seen_at
+        extra = [c for c in records.columns if c not in ("key", "value") and c not in decoded.columns]
+        for column in extra:
+            decoded[column] = records[column].to_numpy()
+        columns = ["id", "key", "seq", "produced_at", "visible_at", *extra]
+        with self._lock:
+            self._chunks.append(decoded[columns])
+
+
+def _text(key: Any) -> Any:
+    """A key as text: Kafka and PostgreSQL hand over bytes, an unpacked aggregator output may hold text."""
+    if isinstance(key, memoryview):
+        key = key.tobytes()
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key).decode(errors="replace")
+    return key

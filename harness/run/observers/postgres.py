@@ -1,0 +1,74 @@
+"""The PostgreSQL observer: polls a sink's output table for rows that became visible (committed).
+
+A row of a prepared transaction becomes visible only at ``COMMIT PREPARED``, possibly after rows of later
+transactions, so neither insertion order nor ``xmin`` says which rows are new: each round compares the table's
+row ids (``ctid``; the sinks only insert) with those already seen and fetches the values of the new ones.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from streamcert.harness.run.observers.base import Observer, OutputTarget
+
+__all__ = ["PostgresObserver"]
+
+
+class PostgresObserver(Observer):
+    """Reads column ``value`` (and ``key`` when the table has one) of table ``target.name``; location: ``ctid``."""
+
+    kind = "postgres"
+    idle_s = 0.2
+
+    def __init__(self, target: OutputTarget, unpack=None) -> None:
+        super().__init__(target, unpack)
+        if not target.postgres_dsn:
+            from streamcert.harness.errors import ConfigurationError
+
+            raise ConfigurationError(f"Output table {target.name!r} is in PostgreSQL, and this run has none.",
+                                     hint="Use a provider with PostgreSQL (local, testcontainers, or "
+                                     "STREAMCERT_POSTGRES_DSN with external).")
+        self._connection = None
+        self._seen: set[str] = set()
+        self._has_key: bool | None = None
+
+    def _open(self) -> None:
+        import psycopg
+
+        self._connection = psycopg.connect(self.target.postgres_dsn, autocommit=True, connect_timeout=10)
+
+    def _close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+
+    def _read_new(self) -> pd.DataFrame | None:
+        import psycopg
+        from psycopg import sql
+
+        table = sql.Identifier(self.target.name)
+        try:
+            ids = [row[0] for row in self._connection.execute(sql.SQL("select ctid::text from {}").format(table))]
+        except psycopg.errors.UndefinedTable:  # the sink creates it when its query starts
+            return None
+        new = [ctid for ctid in ids if ctid not in self._seen]
+        if not new:
+            return None
+        if self._has_key is None:
+            self._has_key = self._column_exists("key")
+        columns = sql.SQL(", key" if self._has_key else "")
+        rows = self._connection.execute(
+            sql.SQL("select ctid::text, value{} from {} where ctid = any(%s::tid[])").format(columns, table),
+            (new,)).fetchall()
+        self._seen.update(row[0] for row in rows)
+        return pd.DataFrame({"ctid": [row[0] for row in rows], "value": [bytes(row[1]) for row in rows],
+                             **({"key": [row[2] for row in rows]} if self._has_key else {})})
+
+    def _column_exists(self, column: str) -> bool:
+        found = self._connection.execute(
+            "select 1 from information_schema.columns where table_name = %s and column_name = %s",
+            (self.target.name, column)).fetchone()
+        return found is not None
+
+    @property
+    def carries_keys(self) -> bool:  # type: ignore[override]
+        return bool(self._has_key)

@@ -1,0 +1,192 @@
+"""The declaration of a connector under test: what it is, what it claims, and how to run it.
+
+A third party writes one small object (Flink's *ExternalContext*, Airbyte's acceptance-test config): a
+:class:`SourceConnector`, :class:`SinkConnector` or :class:`AggregatorConnector`. streamcert finds it by
+``module:attr`` or by the entry point group ``streamcert.connectors``, and composes a query from it and the
+harness's own parts: a source under test is paired with an exactly-once sink, a sink under test is fed by a
+source, an aggregator sits between both.
+
+Where each method runs: everything here is called **in the driver process** of the query (a child process the
+harness may SIGKILL and restart from its checkpoint), when the query is built, once per driver attempt, except
+:meth:`Connector.unpack_output`, which the harness calls in its own process while it reads the output back.
+
+Example (a sink that writes each micro-batch with ``foreachBatch``)::
+
+    class MySink(SinkConnector):
+        name = "my-sink"
+        output_kind = "kafka"
+        claims = frozenset({"SNK-5", "SNK-7", "GEN-1", "GEN-2", "GEN-3"})
+        unclaimed = {"SNK-1": "at-least-once by design: a replayed batch is written again", ...}
+
+        def write(self, frame, context):
+            return (frame.writeStream.format("my-sink")
+                    .option("bootstrap", context.bootstrap_servers).option("topic", context.output)
+                    .option("checkpointLocation", context.checkpoint))
+
+    CONNECTOR = MySink()          # streamcert certify --connector my_pkg.module:CONNECTOR
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from streamcert.spi.errors import ConfigurationError
+
+__all__ = ["KINDS", "OUTPUT_KINDS", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
+           "AggregatorConnector"]
+
+#: What a connector can be.
+KINDS = ("source", "sink", "aggregator")
+#: Where a sink's output can be read back from, each by its own observer in the harness: a Kafka topic (with
+#: ``isolation.level=read_committed``), a PostgreSQL table, or a folder written by Spark's file sink (only the
+#: files its ``_spark_metadata`` log commits).
+OUTPUT_KINDS = ("kafka", "postgres", "files")
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """Everything a connector needs to build its part of one query, made by the harness for each driver attempt.
+
+    ``bootstrap_servers`` and ``postgres_dsn`` lead *through the fault proxy*: use them, never the servers'
+    own addresses, or network faults will not reach the connector. ``input_topic`` holds the workload
+    (seeded by the harness), ``output`` names where the sink writes (a Kafka topic that exists, a table name,
+    or a folder), ``checkpoint`` is the query's checkpoint folder, ``run_id`` is unique per run (for sink ids,
+    transactional ids), ``parallelism`` the reader/writer parallelism of this attempt (a rescale fault
+    restarts with another), and ``options`` the scenario's settings for the connectors (read them with
+    :meth:`option`).
+    """
+
+    bootstrap_servers: str
+    input_topic: str
+    output: str
+    checkpoint: str
+    run_id: str
+    postgres_dsn: str | None = None
+    parallelism: int = 2
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """The scenario's value of option ``name``, else ``default``."""
+        return self.options.get(name, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, "input_topic": self.input_topic,
+                "output": self.output, "checkpoint": self.checkpoint, "run_id": self.run_id,
+                "postgres_dsn": self.postgres_dsn, "parallelism": self.parallelism, "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "QueryContext":
+        return cls(**{**data, "options": dict(data.get("options") or {})})
+
+
+class Connector(ABC):
+    """What every connector under test declares.
+
+    ``name``: how reports call it. ``claims``: the requirement IDs (``SRC-1``, ``SNK-6``...) and capabilities
+    (``exactly-once``, ``read_committed``, ``rescale``, ``event-time-alignment``) it stands behind.
+    ``unclaimed``: requirement ID -> why it does not apply (Airbyte's ``bypass_reason``); a requirement of
+    the connector's kind that is neither claimed nor given a reason is an error in strict mode.
+    """
+
+    kind: ClassVar[str] = ""
+    name: str = ""
+    claims: frozenset[str] = frozenset()
+    unclaimed: Mapping[str, str] = {}
+    #: Spark settings the query's session needs for this connector (a state store provider, say).
+    spark_conf: Mapping[str, str] = {}
+    #: Maven coordinates Spark must load for it (``spark.jars.packages``), e.g. Spark's own Kafka connector.
+    spark_packages: tuple[str, ...] = ()
+
+    def unpack_output(self, frame: Any) -> Any:
+        """Rows as read back -> one row per workload record (a ``value`` column carrying the record's bytes).
+
+        Called in the harness's process on each chunk the observer reads (a pandas DataFrame with ``key`` and
+        ``value``). The default is the identity: one output row per record. An aggregator that emits lists
+        unpacks them here, adding columns the checkers use (``batch_id``, ``emitted_at``).
+        """
+        return frame
+
+    def coverage(self, requirements: Iterable[str]) -> dict[str, str]:
+        """Requirement ID -> ``claimed`` | ``unclaimed: <reason>`` | ``undeclared``, for the IDs given."""
+        out = {}
+        for requirement in requirements:
+            if requirement in self.claims:
+                out[requirement] = "claimed"
+            elif str(self.unclaimed.get(requirement, "")).strip():
+                out[requirement] = f"unclaimed: {self.unclaimed[requirement].strip()}"
+            else:
+                out[requirement] = "undeclared"
+        return out
+
+    def check_declaration(self, requirements: Iterable[str] = (), *, strict: bool = True) -> None:
+        """Raise :class:`ConfigurationError` on a malformed declaration, and (``strict``) on any requirement of
+        ``requirements`` that is neither claimed nor given a reason."""
+        where = f"connector {self.name or type(self).__name__!r}"
+        if self.kind not in KINDS:
+            raise ConfigurationError(f"The {where} has kind {self.kind!r}.",
+                                     hint="Subclass SourceConnector, SinkConnector or AggregatorConnector.")
+        if not self.name:
+            raise ConfigurationError(f"The {where} has no name.", hint="Set the class attribute name = '...'.")
+        both = sorted(set(self.claims) & set(self.unclaimed))
+        if both:
+            raise ConfigurationError(f"The {where} both claims and waives {', '.join(both)}.",
+                                     hint="A requirement is either claimed or unclaimed with a reason.")
+        empty = sorted(req for req, reason in self.unclaimed.items() if not str(reason).strip())
+        if empty:
+            raise ConfigurationError(f"The {where} waives {', '.join(empty)} without a reason.",
+                                     hint="Give every unclaimed requirement a reason a reader can check.")
+        if strict:
+            undeclared = [req for req, verdict in self.coverage(requirements).items() if verdict == "undeclared"]
+            if undeclared:
+                raise ConfigurationError(
+                    f"The {where} neither claims nor waives {', '.join(undeclared)}.",
+                    hint="Add each to claims, or to unclaimed with the reason it does not apply.")
+
+
+class SourceConnector(Connector):
+    """A streaming source. The harness seeds ``context.input_topic`` with the workload and pairs the source with
+    an exactly-once sink to judge it."""
+
+    kind: ClassVar[str] = "source"
+
+    @abstractmethod
+    def read(self, spark: Any, context: QueryContext) -> Any:
+        """Return the streaming DataFrame (``spark.readStream...load()``) of ``context.input_topic``.
+
+        Called in the driver when the query is built. Its rows must carry ``key`` and ``value`` (binary, the
+        bytes as produced); other columns (``partition``, ``offset``...) may follow.
+        """
+
+
+class SinkConnector(Connector):
+    """A streaming sink; the harness reads back what it wrote at ``context.output`` by ``output_kind``."""
+
+    kind: ClassVar[str] = "sink"
+    output_kind: str = "kafka"
+    #: Partitions of the output topic the harness creates before the query starts (``kafka`` output only).
+    output_partitions: int = 1
+
+    @abstractmethod
+    def write(self, frame: Any, context: QueryContext) -> Any:
+        """Return the ``DataStreamWriter`` that writes ``frame`` (rows with ``key`` and ``value``) to
+        ``context.output``, with ``checkpointLocation`` set to ``context.checkpoint``; the harness starts it.
+
+        Called in the driver when the query is built. The values must reach the output unchanged: the harness
+        decodes each record's identity from its bytes.
+        """
+
+
+class AggregatorConnector(Connector):
+    """A stateful operator between a source and a sink (the batch aggregator of seed 004)."""
+
+    kind: ClassVar[str] = "aggregator"
+
+    @abstractmethod
+    def transform(self, frame: Any, context: QueryContext) -> Any:
+        """Return the DataFrame to write (rows with ``key`` and ``value``) from the source's ``frame``.
+
+        Called in the driver when the query is built.
+        """
