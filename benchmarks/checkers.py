@@ -1,6 +1,6 @@
 """Benchmark: the exactly-once checkers on a large seeded ledger (SPEC §9: 10M records in seconds).
 
-    python -m streamcert.benchmarks.checkers --records 10000000 --keys 10000 --seed 1 --out reports/bench/checkers.json
+    python -m streamcert.benchmarks.checkers --records 10000000 --keys 10000 --seed 1 --out results/bench/checkers.json
 
 Generates a ledger and an output with a few injected faults of every kind (so each checker does real
 work and must find exactly what was injected), times each checker with ``time.perf_counter``, and
@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--faults", type=int, default=10, help="faults of each kind injected into the output")
-    parser.add_argument("--out", type=Path, default=Path("reports/bench/checkers.json"))
+    parser.add_argument("--out", type=Path, default=Path("results/bench/checkers.json"))
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
     parser.add_argument("--no-tracemalloc", action="store_true", help="skip per-checker allocation peaks")
     parser.add_argument("--categorical-keys", action="store_true", help="give the output's keys as a categorical")

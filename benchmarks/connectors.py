@@ -1,6 +1,6 @@
 """Benchmark: reference connector throughput against Spark's built-in Kafka connector and the raw broker (SPEC §9).
 
-    python -m streamcert.benchmarks.connectors --records 1000000 --record-bytes 100 --out reports/bench/connectors.json
+    python -m streamcert.benchmarks.connectors --records 1000000 --record-bytes 100 --out results/bench/connectors.json
 
 One local stack, one Spark session (local[2], like the machine), one topic loaded once with
 ``--records`` records of ``--record-bytes`` (read_committed, no aborts). Every case drains the whole
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--cases", default=",".join(ALL_CASES), help=f"comma-separated, of: {', '.join(ALL_CASES)}")
-    parser.add_argument("--out", type=Path, default=Path("reports/bench/connectors.json"))
+    parser.add_argument("--out", type=Path, default=Path("results/bench/connectors.json"))
     args = parser.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in ALL_CASES]

@@ -108,7 +108,12 @@ class BatchAggregatorUnderTest(AggregatorConnector):
         return batches.select(F.col("key_group").cast("string").alias("key"),
                               F.to_json(F.struct("*")).alias("value"))
 
+    def batch_bounds(self, context: QueryContext) -> tuple[int, float]:
+        return int(context.option("max_batch_size", 100)), int(context.option("max_wait_ms", 1000)) / 1000
+
     def unpack_output(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """One row per record of each JSON batch, with the batch's id, emission time (seconds), flush reason
+        (``size`` or ``time``) and the arrival time of its oldest record (seconds)."""
         batches = [json.loads(value) for value in frame["value"]]
         items = [(batch, item) for batch in batches for item in batch["items"]]
         return pd.DataFrame({
@@ -116,4 +121,6 @@ class BatchAggregatorUnderTest(AggregatorConnector):
             "value": [base64.b64decode(item["value"]) for _batch, item in items],
             "batch_id": [f"{batch['key_group']}-{batch['group_batch']}" for batch, _item in items],
             "emitted_at": [batch["emitted_at_ms"] / 1000 for batch, _item in items],
+            "batch_reason": [batch["reason"] for batch, _item in items],
+            "batch_oldest_arrived_at": [batch["oldest_arrived_ms"] / 1000 for batch, _item in items],
         })

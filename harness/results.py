@@ -8,26 +8,22 @@ error kept), and read back by reports and comparisons with :meth:`RunResult.load
 from __future__ import annotations
 
 import json
-import platform
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from streamcert.harness.stack.machine import machine_info
+
 __all__ = ["SCHEMA_VERSION", "RunResult", "SCHEMA_FILE", "json_schema"]
 
-#: 2: connectors, context, output and driver_attempts added; scenario names connectors instead of a builder.
+#: 2: connectors, context, output, evidence and driver_attempts added; scenario names connectors, not a builder.
 SCHEMA_VERSION = 2
 SCHEMA_FILE = Path(__file__).with_name("schemas") / "run-result.schema.json"
 
 
 def _machine() -> dict[str, Any]:
-    try:
-        from streamcert.harness.stack.machine import machine_info
-    except ImportError:  # the stack's machine module is optional here; the basics always are known
-        return {"platform": platform.platform(), "python": platform.python_version(),
-                "processor": platform.machine()}
     return machine_info()
 
 
@@ -51,6 +47,9 @@ class RunResult(BaseModel):
     context: dict[str, Any] = Field(default_factory=dict)
     #: {"kind": "kafka" | "postgres" | "files", "name": topic, table or folder}
     output: dict[str, str] = Field(default_factory=dict)
+    #: files next to results.json: "ledger" (the acknowledged input, Parquet) and "output" (every record read
+    #: back, unpacked, in delivery order, Parquet): the evidence the checks were computed from
+    evidence: dict[str, str] = Field(default_factory=dict)
     driver_attempts: int = 0
     error: str | None = None
     started_at: float = 0.0

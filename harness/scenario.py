@@ -39,9 +39,10 @@ from streamcert.harness.run.observers import Observer, OutputTarget, observer_fo
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
 from streamcert.harness.stack.kafka_clients import create_topic
-from streamcert.harness.verify.checkers import combined_valid, exactly_once_checkers, run_checks
+from streamcert.harness.verify.checkers import (AggregatorBatchChecker, combined_valid, exactly_once_checkers,
+                                                run_checks)
 from streamcert.harness.verify.metrics import summarize
-from streamcert.spi.connector import Connector, QueryContext, SinkConnector
+from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext, SinkConnector
 
 __all__ = ["Scenario", "RunResult", "run_scenario"]
 
@@ -76,6 +77,8 @@ class Scenario:
     load_after_first_batch: bool = False
     #: Start the fault timeline once the output shows this many records (0: when the driver starts).
     faults_after_output: int = 0
+    #: Seconds an aggregator's batch may be emitted past its declared wait (trigger delay, batch time, outages).
+    flush_slack_s: float = 20.0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -128,9 +131,11 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         timeline.join()
         expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
         _wait_until_seen(run.observer, expected, scenario.quiet_timeout_s)
-        run.history.record("quiesced", seen=run.observer.count())
+        run.history.record("quiesced", seen=run.observer.count(),
+                           observer_transient_errors=run.observer.transient_errors)
         output = _with_keys(run.observer.frame(), run.observer, ledger.frame)
-        results = run_checks(exactly_once_checkers(), ledger.for_checkers(), output)
+        result.evidence = _save_evidence(ledger, output, workdir)
+        results = run_checks(_checkers(scenario, aggregator, context), ledger.for_checkers(), output)
         result.checks = [check.to_dict() for check in results]
         result.valid = combined_valid(results)
         result.metrics.update(summarize(output, ledger.frame, run.history.events(), _origin(run.history)))
@@ -193,6 +198,22 @@ def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result:
                            workdir / "load")
     result.metrics["load"] = loaded.to_dict()
     return loaded.ledger
+
+
+def _checkers(scenario: Scenario, aggregator: AggregatorConnector | None, context: QueryContext) -> list:
+    """The exactly-once checkers, and an aggregator's batch contract when it declares one."""
+    checkers = exactly_once_checkers()
+    bounds = aggregator.batch_bounds(context) if aggregator is not None else None
+    if bounds is not None:
+        checkers.append(AggregatorBatchChecker(bounds[0], bounds[1], scenario.flush_slack_s))
+    return checkers
+
+
+def _save_evidence(ledger, output: pd.DataFrame, workdir: Path) -> dict[str, str]:
+    """The ledger and the output the checks judge, next to ``results.json`` (names relative to it)."""
+    ledger.write(workdir / "ledger.parquet")
+    output.reset_index(drop=True).to_parquet(workdir / "output.parquet", index=False)
+    return {"ledger": "ledger.parquet", "output": "output.parquet"}
 
 
 def _origin(history: History) -> float:

@@ -16,12 +16,17 @@ from streamcert.harness.faults.base import Fault, within
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.spi.fault_points import arm, claims, disarm
 
-__all__ = ["PointParams", "DriverPointFault", "TaskPointFault"]
+__all__ = ["PointParams", "DriverPointParams", "DriverPointFault", "TaskPointFault"]
 
 
 class PointParams(FaultParams):
     point: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
                        description="a fault point the connector reaches, e.g. kafka-2pc.after-stage")
+
+
+class DriverPointParams(PointParams):
+    restart: bool = Field(True, description="restart the dead driver at stop; false leaves it down for a later "
+                                            "fault of the schedule (a rescale) to start")
 
 
 class _PointFault(Fault):
@@ -43,12 +48,13 @@ class _PointFault(Fault):
         return bool(set(claims(self.folder, self.params.point)) - self._claims_before)
 
 
-@fault_kind("driver_kill_at", targets=("driver",), params=PointParams)
+@fault_kind("driver_kill_at", targets=("driver",), params=DriverPointParams)
 class DriverPointFault(_PointFault):
     """Arm the connector's fault point ``params["point"]``; the driver dies when it gets there.
 
     ``start`` arms and waits (up to ``window_timeout_s``) for the driver to die at the point; ``stop`` disarms an
-    unreached point and restarts a dead driver from its checkpoint.
+    unreached point and restarts a dead driver from its checkpoint (unless ``params["restart"]`` is false: then a
+    later fault, such as a rescale, starts it, so the pending batch is replayed under other settings).
     """
 
     def _inject(self) -> dict[str, Any]:
@@ -62,7 +68,7 @@ class DriverPointFault(_PointFault):
 
     def _heal(self) -> dict[str, Any]:
         unreached = disarm(self.folder, self.params.point)
-        if not self.driver.is_running():
+        if self.params.restart and not self.driver.is_running():
             self.driver.restart()
         return {"attempt": self.driver.attempt, "disarmed_unreached": unreached}
 

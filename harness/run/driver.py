@@ -30,7 +30,7 @@ from typing import Any, Callable
 from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
 from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
-from streamcert.harness.stack.process import RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, reap
+from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, reap, token_env
 
 __all__ = ["DRIVER_TOKEN_VAR", "QuerySpec", "DriverProcess", "load_builder"]
 
@@ -116,13 +116,12 @@ class DriverProcess(ProcessBacked):
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
         spec_file.write_text(self.spec.to_json())
         self._driver_token = uuid.uuid4().hex
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   **{DRIVER_TOKEN_VAR: self._driver_token, POINTS_DIR_VAR: str(self.fault_points_dir)})
-        if self.run_token:
-            env[RUN_TOKEN_VAR] = self.run_token
+        env = token_env(self.run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
+            DRIVER_TOKEN_VAR: self._driver_token, POINTS_DIR_VAR: str(self.fault_points_dir)}))
         self._process = ManagedProcess(
             f"driver {self.name} (attempt {self.attempt})",
-            [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file), str(self.attempt)],
+            [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
+             str(self.attempt)],
             self.workdir / f"{self.name}-{self.attempt}.log", env=env, stop_timeout=60,
         )
         self._process.start()

@@ -25,7 +25,8 @@ __all__ = ["stop_cleanly", "repartition_state"]
 
 
 def stop_cleanly(driver, attempts: int = 4, batch_timeout: float = 180.0) -> int:
-    """Stop ``driver`` (a :class:`~streamcert.harness.run.driver.DriverProcess`) with its last batch committed; return it.
+    """Stop ``driver`` (a :class:`~streamcert.harness.run.driver.DriverProcess`) with its last batch committed;
+    return it.
 
     A batch may start between the driver's last look and its stop; then the driver is started again
     from the checkpoint (which replays and commits that batch) and stopped again.

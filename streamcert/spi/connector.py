@@ -82,7 +82,7 @@ class QueryContext:
         return cls(**{**data, "options": dict(data.get("options") or {})})
 
 
-class Connector(ABC):
+class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract method
     """What every connector under test declares.
 
     ``name``: how reports call it. ``claims``: the requirement IDs (``SRC-1``, ``SNK-6``...) and capabilities
@@ -190,3 +190,12 @@ class AggregatorConnector(Connector):
 
         Called in the driver when the query is built.
         """
+
+    def batch_bounds(self, context: QueryContext) -> tuple[int, float] | None:
+        """The batch contract this aggregator promises under ``context.options``: (most records in one batch,
+        most seconds a record waits before the batch holding it is emitted), or None when it promises none.
+
+        Called in the harness's process before the run; the harness then judges every emitted batch against
+        it (its :meth:`Connector.unpack_output` must give each record's ``batch_id`` and ``emitted_at``).
+        """
+        return None

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_checkers_benchmark_writes_its_report_and_finds_the_injected_faults(tmp_path):
     out = tmp_path / "bench" / "checkers.json"
-    command = [sys.executable, "-m", "streamcert.benchmarks.checkers", "--records", "20000", "--seed", "3", "--out", str(out)]
+    command = [sys.executable, "-m", "streamcert.benchmarks.checkers", "--records", "20000", "--seed", "3",
+               "--out", str(out)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 

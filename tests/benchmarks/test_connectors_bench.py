@@ -23,7 +23,8 @@ def test_bad_arguments_exit_2_with_a_hint(argv, capsys, tmp_path):
 @pytest.mark.slow
 def test_a_small_run_measures_every_case_and_their_ratios(tmp_path):
     out = tmp_path / "connectors.json"
-    done = subprocess.run([sys.executable, "-m", "streamcert.benchmarks.connectors", "--records", "20000", "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "streamcert.benchmarks.connectors", "--records", "20000",
+                           "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())

@@ -47,11 +47,15 @@ class Observer(ABC):
     carries_keys: ClassVar[bool] = True
     #: Pause between two rounds of :meth:`_read_new` that found nothing.
     idle_s: ClassVar[float] = 0.1
+    #: Pause after a transient error (a fault took the server away) before the next round.
+    retry_s: ClassVar[float] = 0.5
 
     def __init__(self, target: OutputTarget, unpack: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> None:
         self.target = target
         self.unpack = unpack or (lambda frame: frame)
         self.error: str | None = None
+        #: Errors of :meth:`_read_new` that passed by themselves (a server killed or cut off by a fault).
+        self.transient_errors = 0
         self._chunks: list[pd.DataFrame] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -90,14 +94,14 @@ class Observer(ABC):
                 ("visible_at", "float64"), ("position", "int64"))})
         frame = pd.concat(chunks, ignore_index=True)
         frame["position"] = np.arange(len(frame), dtype=np.int64)
-        return frame
+        return frame[[*OUTPUT_COLUMNS, *(c for c in frame.columns if c not in OUTPUT_COLUMNS)]]
 
     # -- for subclasses -------------------------------------------------------------------
 
-    def _open(self) -> None:
+    def _open(self) -> None:  # noqa: B027 - an optional hook; most observers need no connection
         """Called once in the observer's thread before the first round (connect, subscribe)."""
 
-    def _close(self) -> None:
+    def _close(self) -> None:  # noqa: B027 - an optional hook, paired with _open
         """Called once in the observer's thread after the last round, also after an error."""
 
     @abstractmethod
@@ -107,13 +111,25 @@ class Observer(ABC):
         Called in the observer's thread, over and over until the observer stops; may block briefly.
         """
 
+    def _transient(self, error: Exception) -> bool:
+        """Whether ``error`` from :meth:`_read_new` passes by itself (the server restarting): then it is counted
+        in ``transient_errors`` and the next round runs after ``retry_s``. Default: no error is."""
+        return False
+
     # -- the thread -----------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
             self._open()
             while not self._stopping.is_set():
-                raw = self._read_new()
+                try:
+                    raw = self._read_new()
+                except Exception as exc:
+                    if not self._transient(exc):
+                        raise
+                    self.transient_errors += 1
+                    self._stopping.wait(self.retry_s)
+                    continue
                 if raw is None or raw.empty:
                     self._stopping.wait(self.idle_s)
                     continue

@@ -1,7 +1,9 @@
 """The Kafka observer: tails an output topic with ``isolation.level=read_committed`` while a run goes on.
 
 Records of open or aborted transactions stay invisible to it, as to any read_committed consumer; new output
-partitions are picked up every second.
+partitions are picked up every second. It outlives broker outages (a killed, paused or cut-off broker is what
+faults do): errors the client retries by itself are counted in ``transient_errors`` and reading goes on; only
+a fatal client error stops the observer.
 """
 
 from __future__ import annotations
@@ -42,23 +44,22 @@ class KafkaObserver(Observer):
             self._consumer.close()
 
     def _read_new(self) -> pd.DataFrame | None:
-        from confluent_kafka import KafkaError, TopicPartition
+        from confluent_kafka import KafkaError
 
-        topic = self.target.name
         if time.monotonic() >= self._next_refresh:
-            meta = self._consumer.list_topics(topic, timeout=5).topics.get(topic)
-            partitions = set(meta.partitions) if meta is not None and meta.error is None else set()
-            if partitions - self._assigned:
-                self._assigned |= partitions
-                self._consumer.assign([TopicPartition(topic, p, 0) for p in sorted(self._assigned)])
+            self._assign_new_partitions()
             self._next_refresh = time.monotonic() + 1.0
         if not self._assigned:
             time.sleep(0.1)
             return None
         messages = self._consumer.consume(10_000, timeout=0.1)
         for message in messages:
-            if message.error() is not None and message.error().code() != KafkaError._PARTITION_EOF:
-                self.error = str(message.error())
+            error = message.error()
+            if error is None or error.code() == KafkaError._PARTITION_EOF:
+                continue
+            if error.fatal():
+                raise RuntimeError(f"the output consumer failed for good: {error}")
+            self.transient_errors += 1  # librdkafka retries these itself
         good = [m for m in messages if m.error() is None]
         if not good:
             return None
@@ -66,3 +67,19 @@ class KafkaObserver(Observer):
             "key": [m.key() for m in good], "value": [m.value() for m in good],
             "partition": np.array([m.partition() for m in good], dtype=np.int32),
             "offset": np.array([m.offset() for m in good], dtype=np.int64)})
+
+    def _assign_new_partitions(self) -> None:
+        """Add partitions the topic gained; while the broker is unreachable, keep what is assigned."""
+        from confluent_kafka import TopicPartition
+
+        topic = self.target.name
+        meta = self._consumer.list_topics(topic, timeout=5).topics.get(topic)
+        partitions = set(meta.partitions) if meta is not None and meta.error is None else set()
+        if partitions - self._assigned:
+            self._assigned |= partitions
+            self._consumer.assign([TopicPartition(topic, p, 0) for p in sorted(self._assigned)])
+
+    def _transient(self, error: Exception) -> bool:
+        from confluent_kafka import KafkaException
+
+        return isinstance(error, KafkaException) and not (error.args and error.args[0].fatal())

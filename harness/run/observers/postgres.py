@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.observers.base import Observer, OutputTarget
 
 __all__ = ["PostgresObserver"]
@@ -23,8 +24,6 @@ class PostgresObserver(Observer):
     def __init__(self, target: OutputTarget, unpack=None) -> None:
         super().__init__(target, unpack)
         if not target.postgres_dsn:
-            from streamcert.harness.errors import ConfigurationError
-
             raise ConfigurationError(f"Output table {target.name!r} is in PostgreSQL, and this run has none.",
                                      hint="Use a provider with PostgreSQL (local, testcontainers, or "
                                      "STREAMCERT_POSTGRES_DSN with external).")
@@ -32,7 +31,9 @@ class PostgresObserver(Observer):
         self._seen: set[str] = set()
         self._has_key: bool | None = None
 
-    def _open(self) -> None:
+    def _connect(self) -> None:
+        """Connect in the first round, and again after a transient error (not in ``_open``: the database may be
+        down when the observer starts)."""
         import psycopg
 
         self._connection = psycopg.connect(self.target.postgres_dsn, autocommit=True, connect_timeout=10)
@@ -40,11 +41,23 @@ class PostgresObserver(Observer):
     def _close(self) -> None:
         if self._connection is not None:
             self._connection.close()
+            self._connection = None
+
+    def _transient(self, error: Exception) -> bool:
+        """A lost or refused connection (the database killed or cut off): reconnect in the next round."""
+        import psycopg
+
+        if not isinstance(error, psycopg.OperationalError):
+            return False
+        self._close()
+        return True
 
     def _read_new(self) -> pd.DataFrame | None:
         import psycopg
         from psycopg import sql
 
+        if self._connection is None:
+            self._connect()
         table = sql.Identifier(self.target.name)
         try:
             ids = [row[0] for row in self._connection.execute(sql.SQL("select ctid::text from {}").format(table))]

@@ -89,6 +89,16 @@ def test_driver_kill_at_a_point_kills_the_driver_there_and_restarts_it(child_dri
     assert history.events("fault-stop")[0]["disarmed_unreached"] is False
 
 
+def test_driver_kill_at_without_restart_leaves_the_driver_down_for_a_later_fault(child_driver, tmp_path):
+    driver, history = child_driver("unit.before-commit"), History()
+    fault = build_fault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": "unit.before-commit", "restart": False}),
+                        FaultContext(driver=driver, history=history, workdir=tmp_path))
+    fault.start()
+    fault.stop()
+    assert history.events("fault-start")[0]["reached"] is True
+    assert driver.restarts == 0 and not driver.is_running()
+
+
 def test_a_point_the_driver_never_reaches_is_recorded_unreached_and_disarmed(child_driver, tmp_path):
     driver, history = child_driver("unit.elsewhere"), History()
     fault = build_fault(FaultSpec("driver_kill_at", "driver", 0, 0, {"point": "unit.never"}),

@@ -17,6 +17,7 @@ from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.servers import BrokerFault, DatabaseFault
 from streamcert.harness.run.history import History
+from streamcert.harness.stack.resources import ServerProcess
 from streamcert.harness.stack.kafka_clients import create_topic, produce, read_topic
 
 
@@ -91,10 +92,25 @@ def test_database_kill_restarts_postgres(stack, tmp_path):
 # -- without a stack ------------------------------------------------------------------------------
 
 class _Server:
-    """The ProcessBacked operations a server fault uses, recorded (the integration tests use real servers)."""
+    """A ServerProcess whose operations are recorded (the integration tests use real servers)."""
 
     def __init__(self) -> None:
         self.pid, self.calls = 100, []
+
+    def start(self):
+        return self
+
+    def stop(self):
+        self.calls.append("stop")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def tail(self, lines=20):
+        return ""
 
     def kill(self):
         self.calls.append("kill")
@@ -124,7 +140,20 @@ def test_each_broker_action_does_what_its_name_says(kind, calls, tmp_path):
     assert server.calls == calls
 
 
-def test_a_server_the_environment_does_not_control_is_a_clear_error(tmp_path):
+def test_the_recording_server_is_a_server_process():
+    assert isinstance(_Server(), ServerProcess)
+
+
+@pytest.mark.parametrize("server", [None, SimpleNamespace(kill=lambda: None)], ids=["none", "kill-only"])
+def test_a_server_the_environment_does_not_control_is_a_clear_error(server, tmp_path):
+    """An object with a kill method is not enough: the fault needs the whole ServerProcess protocol."""
+    fault = build_fault(FaultSpec("broker_kill", "kafka", 0, 1),
+                        _context(SimpleNamespace(kafka=server), History(), tmp_path))
+    with pytest.raises(ConfigurationError, match="needs a server process this environment controls"):
+        fault.start()
+
+
+def test_a_database_the_environment_does_not_control_is_a_clear_error(tmp_path):
     fault = build_fault(FaultSpec("database_kill", "postgres", 0, 1),
                         _context(SimpleNamespace(postgres=None), History(), tmp_path))
     with pytest.raises(ConfigurationError, match="needs a server process this environment controls"):

@@ -1,0 +1,121 @@
+"""The observer registry and what every observer shares (no servers needed): one observer per output kind,
+found by kind; the files observer reads only what Spark's file sink committed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.run.observers import OUTPUT_COLUMNS, OutputTarget, observer_classes, observer_for
+from streamcert.harness.run.observers.files import FilesObserver, committed_files
+from streamcert.harness.run.workload import encode_value
+from streamcert.harness.waiting import wait_for
+from streamcert.spi.connector import OUTPUT_KINDS
+
+
+def test_there_is_one_observer_for_every_output_kind_a_sink_may_declare():
+    assert sorted(observer_classes()) == sorted(OUTPUT_KINDS)
+
+
+def test_an_unknown_output_kind_is_a_configuration_error_listing_the_known_ones():
+    with pytest.raises(ConfigurationError, match="'s3'") as caught:
+        observer_for(OutputTarget("s3", "bucket"))
+    assert "kafka" in caught.value.hint and "files" in caught.value.hint
+
+
+def test_a_postgres_output_without_a_database_is_refused_before_the_run():
+    with pytest.raises(ConfigurationError, match="PostgreSQL"):
+        observer_for(OutputTarget("postgres", "out_table"))
+
+
+def _write_file(folder, name, ids):
+    path = folder / name
+    pq.write_table(pa.table({"value": [encode_value(i, i, 1.0, 64) for i in ids]}), path)
+    return path
+
+
+def _commit(folder, batch, paths, action="add"):
+    log = folder / "_spark_metadata"
+    log.mkdir(exist_ok=True)
+    lines = ["v1"] + [json.dumps({"path": f"file://{p}", "action": action}) for p in paths]
+    (log / str(batch)).write_text("\n".join(lines) + "\n")
+
+
+def test_the_files_observer_reads_committed_files_only_and_each_once(tmp_path):
+    first = _write_file(tmp_path, "part-0.parquet", [1, 2])
+    _write_file(tmp_path, "part-orphan.parquet", [99])  # written by a killed attempt, never committed
+    _commit(tmp_path, 0, [first])
+    with FilesObserver(OutputTarget("files", str(tmp_path))) as observer:
+        wait_for(lambda: observer.count() == 2, what="the first committed file", timeout=10)
+        second = _write_file(tmp_path, "part-1.parquet", [3])
+        _commit(tmp_path, 1, [second])
+        wait_for(lambda: observer.count() == 3, what="the second committed file", timeout=10)
+        time.sleep(1.2)  # two more rounds: nothing is read twice
+        frame = observer.frame()
+    assert sorted(frame["id"]) == [1, 2, 3]
+    assert list(frame.columns[:len(OUTPUT_COLUMNS)]) == list(OUTPUT_COLUMNS)
+    assert set(frame["file"]) == {str(first), str(second)}
+    assert observer.error is None
+
+
+def test_a_file_the_log_deletes_is_not_committed(tmp_path):
+    first, second = _write_file(tmp_path, "a.parquet", [1]), _write_file(tmp_path, "b.parquet", [2])
+    _commit(tmp_path, 0, [first, second])
+    _commit(tmp_path, 1, [first], action="delete")
+    assert committed_files(tmp_path) == [str(second)]
+
+
+def test_unpack_turns_each_output_row_into_records_with_extra_columns(tmp_path):
+    """What an aggregator does: one output row holds several records; its extra columns reach the frame."""
+    first = _write_file(tmp_path, "part-0.parquet", [1])
+    _commit(tmp_path, 0, [first])
+
+    def unpack(frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({"key": ["k", "k"], "value": [encode_value(7, 1, 1.0, 64), encode_value(8, 2, 1.0, 64)],
+                             "batch_id": ["b0", "b0"]})
+
+    with FilesObserver(OutputTarget("files", str(tmp_path)), unpack=unpack) as observer:
+        wait_for(lambda: observer.count() == 2, what="the unpacked records", timeout=10)
+    frame = observer.frame()
+    assert list(frame["id"]) == [7, 8] and list(frame["batch_id"]) == ["b0", "b0"] and list(frame["key"]) == ["k"] * 2
+    assert list(frame["position"]) == [0, 1]
+
+
+class _Flaky(FilesObserver):
+    """Fails its first rounds with a transient error, then with ``final`` if given, else reads normally."""
+
+    retry_s = 0.01
+
+    def __init__(self, target, transient: int, final: Exception | None = None) -> None:
+        super().__init__(target)
+        self.failures, self.final = transient, final
+
+    def _transient(self, error):
+        return isinstance(error, ConnectionError)
+
+    def _read_new(self):
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("the server went away")
+        if self.final is not None:
+            raise self.final
+        return super()._read_new()
+
+
+def test_an_observer_reads_on_after_transient_errors_and_counts_them(tmp_path):
+    _commit(tmp_path, 0, [_write_file(tmp_path, "part-0.parquet", [1, 2])])
+    with _Flaky(OutputTarget("files", str(tmp_path)), transient=3) as observer:
+        wait_for(lambda: observer.count() == 2, what="the records after the outage", timeout=10)
+    assert observer.transient_errors == 3 and observer.error is None
+
+
+def test_an_error_that_is_not_transient_stops_the_observer_and_is_reported(tmp_path):
+    with _Flaky(OutputTarget("files", str(tmp_path)), transient=1, final=ValueError("bad row")) as observer:
+        wait_for(lambda: observer.error is not None, what="the observer's error", timeout=10)
+    assert observer.error == "ValueError: bad row" and observer.transient_errors == 1

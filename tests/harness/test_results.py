@@ -1,0 +1,34 @@
+"""results.json: a versioned model whose committed JSON Schema matches the code, and that reads back what it
+wrote; a malformed file is refused, not half-read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from streamcert.harness.results import SCHEMA_FILE, SCHEMA_VERSION, RunResult, json_schema
+
+
+def test_the_committed_schema_is_the_generated_one():
+    assert SCHEMA_FILE.read_text() == json_schema(), \
+        "run python -m streamcert.harness.results --write-schema and commit the file"
+
+
+def test_a_result_reads_back_equal_and_carries_version_and_machine(tmp_path):
+    result = RunResult(scenario={"name": "s"}, seed=3, valid=False, checks=[{"name": "lost", "valid": False}],
+                       evidence={"ledger": "ledger.parquet"}, driver_attempts=2)
+    path = result.save(tmp_path / "results.json")
+    saved = json.loads(path.read_text())
+    assert saved["schema_version"] == SCHEMA_VERSION and saved["complete"] is False
+    assert saved["machine"]["cpu_count"] >= 1 and saved["machine"]["python"]
+    assert RunResult.load(path) == result
+
+
+@pytest.mark.parametrize("change", [{"valid": "maybe"}, {"seed": "three"}, {"surprise": 1}])
+def test_a_malformed_result_is_refused(tmp_path, change):
+    data = {**RunResult(scenario={}, seed=1).to_dict(), **change}
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ValidationError):
+        RunResult.load(tmp_path / "results.json")

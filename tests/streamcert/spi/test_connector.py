@@ -1,0 +1,92 @@
+"""The connector declaration: what a third party writes, checked before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.connectors.declarations import (BatchAggregatorUnderTest, KafkaOffsetSourceUnderTest,
+                                                KafkaTwoPhaseSinkUnderTest, PostgresTwoPhaseSinkUnderTest)
+from streamcert.connectors.spark_builtin import SparkFileSink
+from streamcert.spi import ConfigurationError
+from streamcert.spi.connector import (KINDS, OUTPUT_KINDS, AggregatorConnector, Connector, QueryContext,
+                                      SinkConnector, SourceConnector)
+
+#: The requirement IDs of SPEC §5 by connector kind (the conformance catalogue will own this list).
+REQUIREMENTS = {
+    "source": [f"SRC-{n}" for n in range(1, 12)] + ["GEN-1", "GEN-2", "GEN-3"],
+    "sink": [f"SNK-{n}" for n in range(1, 9)] + ["GEN-1", "GEN-2", "GEN-3"],
+    "aggregator": [f"AGG-{n}" for n in range(1, 7)] + ["GEN-1", "GEN-2", "GEN-3"],
+}
+REFERENCE = [KafkaOffsetSourceUnderTest, KafkaTwoPhaseSinkUnderTest, PostgresTwoPhaseSinkUnderTest,
+             BatchAggregatorUnderTest, SparkFileSink]
+BASES = {"source": SourceConnector, "sink": SinkConnector, "aggregator": AggregatorConnector}
+
+
+class _Sink(SinkConnector):
+    name = "example-sink"
+    claims = frozenset({"SNK-1"})
+    unclaimed = {"SNK-2": "writes no transactions"}
+
+    def write(self, frame, context):
+        return frame
+
+
+@pytest.mark.parametrize("cls", REFERENCE, ids=lambda c: c.__name__)
+def test_every_reference_declaration_satisfies_its_kind_and_covers_every_requirement(cls):
+    connector = cls()
+    assert isinstance(connector, BASES[connector.kind]) and connector.kind in KINDS
+    connector.check_declaration(REQUIREMENTS[connector.kind], strict=True)
+    if connector.kind == "sink":
+        assert connector.output_kind in OUTPUT_KINDS
+
+
+def test_a_declaration_must_implement_its_kinds_method():
+    class Incomplete(SourceConnector):
+        name = "incomplete"
+
+    with pytest.raises(TypeError, match="read"):
+        Incomplete()
+
+
+def test_coverage_says_claimed_unclaimed_with_reason_or_undeclared():
+    assert _Sink().coverage(["SNK-1", "SNK-2", "SNK-3"]) == {
+        "SNK-1": "claimed", "SNK-2": "unclaimed: writes no transactions", "SNK-3": "undeclared"}
+
+
+def test_strict_mode_refuses_a_requirement_neither_claimed_nor_waived():
+    with pytest.raises(ConfigurationError, match="SNK-3") as caught:
+        _Sink().check_declaration(["SNK-1", "SNK-2", "SNK-3"])
+    assert "unclaimed" in caught.value.hint
+    _Sink().check_declaration(["SNK-1", "SNK-2", "SNK-3"], strict=False)  # lenient: skipped later, not an error
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"name": ""}, "no name"),
+    ({"claims": frozenset({"SNK-1", "SNK-2"})}, "both claims and waives SNK-2"),
+    ({"unclaimed": {"SNK-2": "  "}}, "waives SNK-2 without a reason"),
+])
+def test_malformed_declarations_are_refused_with_what_is_wrong(changes, message):
+    broken = type("Broken", (_Sink,), changes)()
+    with pytest.raises(ConfigurationError, match=message):
+        broken.check_declaration(strict=False)
+
+
+def test_a_connector_of_no_kind_is_refused():
+    class Kindless(Connector):
+        name = "kindless"
+
+    with pytest.raises(ConfigurationError, match="kind"):
+        Kindless().check_declaration(strict=False)
+
+
+def test_query_context_round_trips_through_plain_data_and_reads_options():
+    context = QueryContext(bootstrap_servers="127.0.0.1:1", input_topic="in", output="out", checkpoint="/ck",
+                           run_id="r1", postgres_dsn=None, parallelism=3, options={"sink_id": "x"})
+    assert QueryContext.from_dict(context.to_dict()) == context
+    assert context.option("sink_id") == "x" and context.option("missing", 7) == 7
+
+
+def test_the_aggregators_batch_contract_follows_its_options():
+    context = QueryContext("b", "in", "out", "/ck", "r", options={"max_batch_size": 40, "max_wait_ms": 2500})
+    assert BatchAggregatorUnderTest().batch_bounds(context) == (40, 2.5)
+    assert BatchAggregatorUnderTest().batch_bounds(QueryContext("b", "in", "out", "/ck", "r")) == (100, 1.0)
