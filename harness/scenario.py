@@ -35,14 +35,14 @@ from streamcert.harness.results import RunResult
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.history import History
-from streamcert.harness.run.observers import Observer, OutputTarget, observer_for
+from streamcert.harness.run.observers import Observer, OutputTarget, observer_class
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
 from streamcert.harness.stack.kafka_clients import create_topic
 from streamcert.harness.verify.checkers import (AggregatorBatchChecker, combined_valid, exactly_once_checkers,
                                                 run_checks)
 from streamcert.harness.verify.metrics import summarize
-from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext, SinkConnector
+from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext
 
 __all__ = ["Scenario", "RunResult", "run_scenario"]
 
@@ -66,7 +66,7 @@ class Scenario:
     master: str = "local[2,3]"
     spark_conf: dict[str, str] = field(default_factory=dict)
     trigger: str = "200 milliseconds"
-    #: Partitions of a Kafka output topic; None: what the sink declares.
+    #: Partitions of the output (a Kafka topic's); None: what the sink declares.
     output_partitions: int | None = None
     quiet_timeout_s: float = 60.0
     #: "bulk" (as fast as the broker takes it) or "open_loop" (locust at workload.rate for load_duration_s)
@@ -84,6 +84,12 @@ class Scenario:
         data = asdict(self)
         data["schedule"] = [spec.as_dict() for spec in self.schedule]
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Scenario":
+        """The scenario a ``results.json`` recorded (its ``scenario`` field): run it again to reproduce the run."""
+        return cls(**{**data, "workload": WorkloadSpec(**data.get("workload", {})),
+                      "schedule": parse(data.get("schedule", []))})
 
 
 @dataclass
@@ -108,13 +114,15 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
         result.connectors = {c.kind: {"reference": ref, "name": c.name} for c, ref in (
             (source, scenario.source), (sink, scenario.sink), (aggregator, scenario.aggregator)) if c is not None}
-        context = _context(env, scenario, sink, workdir)
+        output_kind = observer_class(sink.output_kind)
+        context = _context(env, scenario, output_kind, workdir)
         result.context = context.to_dict()
         result.output = {"kind": sink.output_kind, "name": context.output}
-        _create_topics(scenario, sink, context)
-        run.observer = observer_for(
+        create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
+        run.observer = output_kind(
             OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn),
             unpack=(aggregator or sink).unpack_output)
+        run.observer.prepare(scenario.output_partitions or sink.output_partitions)
         run.observer.start()
         run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir)
         faults = FaultContext(environment=env, driver=run.driver, history=run.history,
@@ -155,25 +163,14 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
     return result
 
 
-def _context(env: Any, scenario: Scenario, sink: SinkConnector, workdir: Path) -> QueryContext:
+def _context(env: Any, scenario: Scenario, output_kind: type[Observer], workdir: Path) -> QueryContext:
     run_id = uuid.uuid4().hex[:8]
     stem = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:40] or "scenario"
-    outputs = {"kafka": f"{stem}-out-{run_id}", "postgres": f"out_{re.sub(r'[^a-z0-9_]', '_', stem.lower())}_{run_id}",
-               "files": str(workdir / "output")}
-    if sink.output_kind not in outputs:
-        raise ConfigurationError(f"Sink {sink.name!r} writes output of kind {sink.output_kind!r}.",
-                                 hint=f"Output kinds streamcert can read back: {', '.join(outputs)}.")
     endpoints = env.endpoints
     return QueryContext(bootstrap_servers=endpoints.bootstrap_servers, input_topic=f"{stem}-in-{run_id}",
-                        output=outputs[sink.output_kind], checkpoint=str(workdir / "checkpoint"), run_id=run_id,
-                        postgres_dsn=endpoints.postgres_dsn, parallelism=scenario.parallelism,
+                        output=output_kind.output_name(stem, run_id, workdir), checkpoint=str(workdir / "checkpoint"),
+                        run_id=run_id, postgres_dsn=endpoints.postgres_dsn, parallelism=scenario.parallelism,
                         options=dict(scenario.options))
-
-
-def _create_topics(scenario: Scenario, sink: SinkConnector, context: QueryContext) -> None:
-    create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
-    if sink.output_kind == "kafka":
-        create_topic(context.bootstrap_servers, context.output, scenario.output_partitions or sink.output_partitions)
 
 
 def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: list[Connector | None],

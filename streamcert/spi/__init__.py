@@ -8,11 +8,11 @@
   :class:`SinkConnector`, :class:`AggregatorConnector`) and the :class:`QueryContext` it builds its query from.
 """
 
-from streamcert.spi.connector import (KINDS, OUTPUT_KINDS, AggregatorConnector, Connector, QueryContext,
-                                      SinkConnector, SourceConnector)
+from streamcert.spi.connector import (KINDS, AggregatorConnector, Connector, QueryContext, SinkConnector,
+                                      SourceConnector)
 from streamcert.spi.errors import ConfigurationError, StreamcertError
 from streamcert.spi.fault_points import InjectedPointFailure, reached
 from streamcert.spi.options import OptionRules
 
-__all__ = ["KINDS", "OUTPUT_KINDS", "Connector", "SourceConnector", "SinkConnector", "AggregatorConnector",
+__all__ = ["KINDS", "Connector", "SourceConnector", "SinkConnector", "AggregatorConnector",
            "QueryContext", "ConfigurationError", "StreamcertError", "InjectedPointFailure", "reached", "OptionRules"]

@@ -35,15 +35,11 @@ from typing import Any, ClassVar
 
 from streamcert.spi.errors import ConfigurationError
 
-__all__ = ["KINDS", "OUTPUT_KINDS", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
+__all__ = ["KINDS", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
            "AggregatorConnector"]
 
 #: What a connector can be.
 KINDS = ("source", "sink", "aggregator")
-#: Where a sink's output can be read back from, each by its own observer in the harness: a Kafka topic (with
-#: ``isolation.level=read_committed``), a PostgreSQL table, or a folder written by Spark's file sink (only the
-#: files its ``_spark_metadata`` log commits).
-OUTPUT_KINDS = ("kafka", "postgres", "files")
 
 
 @dataclass(frozen=True)
@@ -162,11 +158,18 @@ class SourceConnector(Connector):
 
 
 class SinkConnector(Connector):
-    """A streaming sink; the harness reads back what it wrote at ``context.output`` by ``output_kind``."""
+    """A streaming sink; the harness reads back what it wrote at ``context.output`` by ``output_kind``.
+
+    ``output_kind`` names the reader the harness uses, as a user of the sink would read: ``kafka`` (a topic the
+    harness creates with ``output_partitions`` partitions, read with ``isolation.level=read_committed``),
+    ``postgres`` (a table, read as committed rows) or ``files`` (a folder written by Spark's file sink: only
+    the files its ``_spark_metadata`` log commits). ``streamcert`` lists the kinds it reads in its error when a
+    sink names another.
+    """
 
     kind: ClassVar[str] = "sink"
     output_kind: str = "kafka"
-    #: Partitions of the output topic the harness creates before the query starts (``kafka`` output only).
+    #: Partitions of the output the harness makes before the query starts (a ``kafka`` topic's).
     output_partitions: int = 1
 
     @abstractmethod

@@ -64,6 +64,16 @@ def test_checkpoint_aware_driver_kill_lands_in_the_window_and_loses_nothing(stac
     assert any(e["kind"] == "fault-stop" for e in result.history)
 
 
+def test_the_scenario_in_results_json_is_the_scenario_that_ran():
+    """A run is reproduced from its results.json: the recorded scenario reads back equal, schedule and seed too."""
+    scenario = Scenario("replay", sink=SINK, aggregator="streamcert-batch-aggregator", options={"max_wait_ms": 5},
+                        workload=WorkloadSpec(total=10, seed=42),
+                        schedule=[FaultSpec("driver_kill_at", "driver", 1.0, 0.0, {"point": "p"}),
+                                  FaultSpec("latency", "kafka", 0.0, 2.0, {"latency": 50}, "upstream", after=0)])
+    recorded = json.loads(json.dumps(scenario.as_dict()))
+    assert Scenario.from_dict(recorded) == scenario
+
+
 def test_a_run_that_fails_still_writes_its_results_marked_incomplete(stack, tmp_path):
     scenario = Scenario("broken", sink="tests.harness.scenario_connectors:no_such_sink",
                         workload=WorkloadSpec(total=10))
@@ -88,3 +98,11 @@ def test_open_loop_scenario_with_a_network_fault_reports_recovery(stack, tmp_pat
     [recovery] = result.metrics["recovery"]
     assert recovery["fault"] == "down" and recovery["stop_s"] - recovery["start_s"] >= 1.9
     assert "recovery_s" in recovery
+
+
+def test_a_schedule_entry_after_itself_is_refused_before_anything_starts(tmp_path):
+    """An entry that waits for itself (or a later one) would never start: the run ends at once, with the reason."""
+    scenario = Scenario("cycle", sink=SINK, schedule=[FaultSpec("down", "kafka", 0.0, 1.0, after=0)])
+    result = run_scenario(None, scenario, tmp_path)  # no stack needed: nothing may start
+    assert result.complete is False and "after=0 does not name an earlier entry" in result.error
+    assert json.loads((tmp_path / "results.json").read_text())["complete"] is False

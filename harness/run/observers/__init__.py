@@ -12,7 +12,7 @@ import pkgutil
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.observers.base import OUTPUT_COLUMNS, Observer, OutputTarget
 
-__all__ = ["OUTPUT_COLUMNS", "Observer", "OutputTarget", "observer_classes", "observer_for"]
+__all__ = ["OUTPUT_COLUMNS", "Observer", "OutputTarget", "observer_classes", "observer_class", "observer_for"]
 
 
 def observer_classes() -> dict[str, type[Observer]]:
@@ -29,10 +29,15 @@ def observer_classes() -> dict[str, type[Observer]]:
     return found
 
 
+def observer_class(kind: str) -> type[Observer]:
+    """The observer class of output ``kind``; a ConfigurationError listing the known kinds otherwise."""
+    classes = observer_classes()
+    if kind not in classes:
+        raise ConfigurationError(f"No observer reads output of kind {kind!r}.",
+                                 hint=f"Output kinds streamcert can read back: {', '.join(sorted(classes))}.")
+    return classes[kind]
+
+
 def observer_for(target: OutputTarget, unpack=None) -> Observer:
     """A new (not started) observer of ``target`` by its kind."""
-    classes = observer_classes()
-    if target.kind not in classes:
-        raise ConfigurationError(f"No observer reads output of kind {target.kind!r}.",
-                                 hint=f"Output kinds streamcert can read back: {', '.join(sorted(classes))}.")
-    return classes[target.kind](target, unpack)
+    return observer_class(target.kind)(target, unpack)

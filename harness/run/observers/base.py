@@ -15,6 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -41,7 +42,7 @@ class OutputTarget:
 class Observer(ABC):
     """Reads back a connector's output while the run goes on; a context manager, ``stop()`` is idempotent."""
 
-    #: The output kind this observer reads (see :data:`streamcert.spi.connector.OUTPUT_KINDS`).
+    #: The output kind this observer reads: what a sink declares as ``SinkConnector.output_kind``.
     kind: ClassVar[str] = ""
     #: Whether the output stores each record's key; where it does not, the runner takes keys from the ledger.
     carries_keys: ClassVar[bool] = True
@@ -97,6 +98,16 @@ class Observer(ABC):
         return frame[[*OUTPUT_COLUMNS, *(c for c in frame.columns if c not in OUTPUT_COLUMNS)]]
 
     # -- for subclasses -------------------------------------------------------------------
+
+    @classmethod
+    def output_name(cls, stem: str, run_id: str, workdir: Path) -> str:
+        """The name of a run's output of this kind (a topic, table or folder), unique per run; called in the
+        harness before the query is built, and handed to the sink as ``QueryContext.output``."""
+        return f"{stem}-out-{run_id}"
+
+    def prepare(self, partitions: int) -> None:  # noqa: B027 - most outputs need nothing made beforehand
+        """Make what must exist before the query starts (a Kafka topic with ``partitions``); called once, in the
+        harness, before the observer starts. The default makes nothing (the sink creates its table or folder)."""
 
     def _open(self) -> None:  # noqa: B027 - an optional hook; most observers need no connection
         """Called once in the observer's thread before the first round (connect, subscribe)."""

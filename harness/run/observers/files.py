@@ -54,6 +54,11 @@ class FilesObserver(Observer):
     kind = "files"
     idle_s = 0.5
 
+    @classmethod
+    def output_name(cls, stem: str, run_id: str, workdir: Path) -> str:
+        """The folder ``output`` in the run's work folder."""
+        return str(workdir / "output")
+
     def __init__(self, target: OutputTarget, unpack=None) -> None:
         super().__init__(target, unpack)
         self._read: set[str] = set()

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from streamcert.harness.run.observers.base import Observer, OutputTarget
-from streamcert.harness.stack.kafka_clients import client_conf
+from streamcert.harness.stack.kafka_clients import client_conf, create_topic
 
 __all__ = ["KafkaObserver"]
 
@@ -31,6 +31,10 @@ class KafkaObserver(Observer):
         self._consumer = None
         self._assigned: set[int] = set()
         self._next_refresh = 0.0
+
+    def prepare(self, partitions: int) -> None:
+        """Create the output topic with ``partitions`` (the sink writes to a topic that exists)."""
+        create_topic(self.target.bootstrap_servers, self.target.name, partitions)
 
     def _open(self) -> None:
         from confluent_kafka import Consumer

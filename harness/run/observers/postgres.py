@@ -7,6 +7,9 @@ row ids (``ctid``; the sinks only insert) with those already seen and fetches th
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pandas as pd
 
 from streamcert.harness.errors import ConfigurationError
@@ -30,6 +33,11 @@ class PostgresObserver(Observer):
         self._connection = None
         self._seen: set[str] = set()
         self._has_key: bool | None = None
+
+    @classmethod
+    def output_name(cls, stem: str, run_id: str, workdir: Path) -> str:
+        """A table name PostgreSQL takes unquoted: lower case letters, digits and underscores."""
+        return f"out_{re.sub(r'[^a-z0-9_]', '_', stem.lower())}_{run_id}"
 
     def _connect(self) -> None:
         """Connect in the first round, and again after a transient error (not in ``_open``: the database may be

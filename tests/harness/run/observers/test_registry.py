@@ -16,11 +16,17 @@ from streamcert.harness.run.observers import OUTPUT_COLUMNS, OutputTarget, obser
 from streamcert.harness.run.observers.files import FilesObserver, committed_files
 from streamcert.harness.run.workload import encode_value
 from streamcert.harness.waiting import wait_for
-from streamcert.spi.connector import OUTPUT_KINDS
 
 
-def test_there_is_one_observer_for_every_output_kind_a_sink_may_declare():
-    assert sorted(observer_classes()) == sorted(OUTPUT_KINDS)
+def test_every_observer_module_registers_its_kind_and_names_outputs_per_run(tmp_path):
+    classes = observer_classes()
+    assert {"kafka", "postgres", "files"} <= set(classes)
+    for kind, cls in classes.items():
+        assert cls.kind == kind
+        first = cls.output_name("my-scenario", "r1", tmp_path)
+        second = cls.output_name("my-scenario", "r2", tmp_path / "b")
+        assert first and first != second
+    assert classes["postgres"].output_name("My Scenario-1", "ab12", tmp_path) == "out_my_scenario_1_ab12"
 
 
 def test_an_unknown_output_kind_is_a_configuration_error_listing_the_known_ones():
