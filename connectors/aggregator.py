@@ -15,8 +15,8 @@ How it avoids the seed's three traps:
    one. Here a key's group is ``pmod(xxhash64(key), key_groups)`` with ``key_groups`` fixed for the
    life of the checkpoint (recorded in state; a change is refused with an error), and each group's
    buffer is its own state. Spark's state partitions play Flink's key groups: their number is pinned
-   by the checkpoint, and a rescale (``streamcert.harness.run.state.repartition_state``, pyspark's offline
-   ``_streamingCheckpointManager.repartition``) moves whole groups, with their buffers and timers.
+   by the checkpoint, and a rescale (pyspark's offline ``_streamingCheckpointManager.repartition``, which
+   the test suite's state rescale runs) moves whole groups, with their buffers and timers.
 2. *Restored state cannot emit until new input arrives.* Flush deadlines are processing-time
    timers in the state store (``timeMode="ProcessingTime"``), and Spark runs no-data micro-batches
    for them. But Spark has the seed's trap too: after a restart it runs no batch until a source
@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from streamcert.spi.errors import ConfigurationError
+from streamcert.spi.options import OptionRules
 
 __all__ = ["ROCKSDB_PROVIDER", "TICK_GROUP", "OUTPUT_SCHEMA", "ITEM_FIELDS", "Flush", "plan_flush", "BatchAggregator",
            "aggregate_batches"]
@@ -60,6 +61,11 @@ _BUFFER_SCHEMA = "key string, partition int, offset long, value binary, arrived_
 _META_SCHEMA = "next_batch long, deadline_ms long, key_groups int"
 OUTPUT_SCHEMA = ("key_group int, group_batch long, reason string, emitted_at_ms long, oldest_arrived_ms long, "
                  "items array<struct<key: string, partition: int, offset: long, value: binary>>")
+#: The options of :func:`aggregate_batches` (keyword arguments, named here as in Spark's camelCase).
+_RULES = OptionRules({"maxBatchSize": "an integer >= 1: records of a key group per batch",
+                      "maxWaitMs": "an integer >= 1: milliseconds the oldest buffered record may wait",
+                      "keyGroups": "an integer >= 1, fixed for the life of the checkpoint (default 16)"},
+                     "batch aggregator")
 
 
 @dataclass(frozen=True)
@@ -199,11 +205,9 @@ def aggregate_batches(frame, *, max_batch_size: int, max_wait_ms: int, key_group
     """
     from pyspark.sql import functions as F
 
-    for name, value, minimum in (("maxBatchSize", max_batch_size, 1), ("maxWaitMs", max_wait_ms, 1),
-                                 ("keyGroups", key_groups, 1)):
-        if not isinstance(value, int) or value < minimum:
-            raise ConfigurationError(f"Batch aggregator option {name}={value!r} is not valid.",
-                                     hint=f"{name} takes an integer >= {minimum}.")
+    for name, value in (("maxBatchSize", max_batch_size), ("maxWaitMs", max_wait_ms), ("keyGroups", key_groups)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise _RULES.bad(name, value)
     provider = frame.sparkSession.conf.get("spark.sql.streaming.stateStore.providerClass", "")
     if provider != ROCKSDB_PROVIDER:
         raise ConfigurationError(

@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streamcert.spi.errors import ConfigurationError
-
-from streamcert.spi.options import OptionRules
+from streamcert.spi.options import SPARK_READER_OPTIONS, OptionRules
 
 __all__ = ["SourceOptions", "parse_source_options", "KNOWN_OPTIONS"]
 
@@ -26,9 +24,6 @@ KNOWN_OPTIONS: dict[str, str] = {
     "commitToGroup": "a consumer group id: offsets are committed there after each batch, for lag monitoring",
     "pollTimeoutMs": "a positive integer (default 30000): how long a task waits for records known to exist",
 }
-# librdkafka settings the source owns: letting users set them would break its guarantees.
-_RESERVED_KAFKA = {"kafka.isolation.level", "kafka.group.id", "kafka.enable.auto.commit",
-                   "kafka.auto.offset.reset", "kafka.enable.partition.eof"}
 
 
 @dataclass(frozen=True)
@@ -45,40 +40,32 @@ class SourceOptions:
     kafka_conf: dict[str, str] = field(default_factory=dict)
 
 
-_RULES = OptionRules(KNOWN_OPTIONS, "streamcert-kafka source")
+_RULES = OptionRules(
+    KNOWN_OPTIONS, "streamcert-kafka source", required=("kafka.bootstrap.servers", "subscribe"),
+    passthrough="kafka.", passthrough_hint="settings for librdkafka start with 'kafka.'",
+    # librdkafka settings the source owns: letting users set them would break its guarantees.
+    reserved=frozenset({"kafka.isolation.level", "kafka.group.id", "kafka.enable.auto.commit",
+                        "kafka.auto.offset.reset", "kafka.enable.partition.eof"}),
+    reserved_hint="Use isolationLevel for the isolation level; the source keeps offsets in Spark's checkpoint, "
+                  "so it uses no consumer group for reading.",
+    spark_own=SPARK_READER_OPTIONS)
 
 
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Validate Spark's option map (names case-insensitive); raise :class:`ConfigurationError` on the first problem."""
-    options = _RULES.canonical(options)
-    unknown = sorted(k for k in options if k not in KNOWN_OPTIONS and not k.startswith("kafka.")
-                     and k not in ("path",))
-    if unknown:
-        raise ConfigurationError(
-            f"Unknown option(s) for the streamcert-kafka source: {', '.join(unknown)}.",
-            hint=f"Known options: {', '.join(KNOWN_OPTIONS)}; settings for librdkafka start with 'kafka.'.")
-    reserved = sorted(k for k in options if k in _RESERVED_KAFKA)
-    if reserved:
-        raise ConfigurationError(
-            f"Option(s) {', '.join(reserved)} are set by the source itself and cannot be overridden.",
-            hint="Use isolationLevel for the isolation level; the source keeps offsets in Spark's checkpoint, "
-            "so it uses no consumer group for reading.")
-    bootstrap = str(options.get("kafka.bootstrap.servers", "")).strip()
-    if not bootstrap:
-        raise _RULES.bad("kafka.bootstrap.servers", options.get("kafka.bootstrap.servers"))
-    topics = tuple(t.strip() for t in str(options.get("subscribe", "")).split(",") if t.strip())
+    values = _RULES.read(options)
+    topics = tuple(t.strip() for t in values.text("subscribe").split(",") if t.strip())
     if not topics:
-        raise _RULES.bad("subscribe", options.get("subscribe"))
+        raise values.bad("subscribe")
     return SourceOptions(
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=values.text("kafka.bootstrap.servers"),
         topics=topics,
-        starting_offsets=_RULES.choice(options, "startingOffsets", ("earliest", "latest")),
-        isolation_level=_RULES.choice(options, "isolationLevel", ("read_committed", "read_uncommitted")),
-        max_records_per_batch=_RULES.integer(options, "maxRecordsPerBatch", None, 1),
-        reader_parallelism=_RULES.integer(options, "readerParallelism", None, 1),
-        partition_discovery_interval_ms=_RULES.integer(options, "partitionDiscoveryIntervalMs", 1000, 0) or 0,
-        commit_to_group=(str(options["commitToGroup"]).strip() or None) if "commitToGroup" in options else None,
-        poll_timeout_ms=_RULES.integer(options, "pollTimeoutMs", 30000, 1) or 30000,
-        kafka_conf={k.removeprefix("kafka."): str(v) for k, v in options.items()
-                    if k.startswith("kafka.") and k != "kafka.bootstrap.servers"},
+        starting_offsets=values.choice("startingOffsets", ("earliest", "latest")),
+        isolation_level=values.choice("isolationLevel", ("read_committed", "read_uncommitted")),
+        max_records_per_batch=values.integer("maxRecordsPerBatch", None, 1),
+        reader_parallelism=values.integer("readerParallelism", None, 1),
+        partition_discovery_interval_ms=values.integer("partitionDiscoveryIntervalMs", 1000, 0),
+        commit_to_group=values.text("commitToGroup"),
+        poll_timeout_ms=values.integer("pollTimeoutMs", 30000, 1),
+        kafka_conf=values.passthrough(),
     )

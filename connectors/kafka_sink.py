@@ -7,16 +7,16 @@ output partitions follow the key with Java's murmur2, like Kafka's own clients. 
 :mod:`streamcert.connectors.kafka_sink_options`. Where each part runs:
 
 - ``streamWriter`` (driver; Spark may build the writer again in each Python worker it uses):
-  validate options and schema, check the output topic exists, create the staging and ledger topics;
+  validate options and schema, check the output topic exists, create the staging and decision log topics;
 - ``write`` (executors, one per task, Arrow batches): stage the rows in one committed staging
   transaction and return their range; fault point ``kafka-2pc.after-stage``;
-- ``commit`` (driver): unless the ledger already holds the batch (a replay), copy the staged ranges
-  to the output and write the ledger record in one transaction; fault points
-  ``kafka-2pc.before-copy``, ``kafka-2pc.before-commit`` (rows and ledger record written, not
+- ``commit`` (driver): unless the decision log already holds the batch (a replay), copy the staged ranges
+  to the output and write the decision record in one transaction; fault points
+  ``kafka-2pc.before-copy``, ``kafka-2pc.before-commit`` (rows and decision record written, not
   committed) and ``kafka-2pc.after-commit`` (committed, Spark's ``commits/N`` not yet written);
 - ``abort`` (driver): nothing to undo: staged rows no commit names are never copied.
 
-One ``sinkId`` per checkpoint: the ledger says which batches of that sink are committed, so a new
+One ``sinkId`` per checkpoint: the decision log says which batches of that sink are committed, so a new
 checkpoint reusing an old sinkId would skip batches the old one committed.
 """
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streamcert.spi.errors import ConfigurationError
+from streamcert.spi.options import SPARK_WRITER_OPTIONS, OptionRules, OptionValues
 
-from streamcert.spi.options import OptionRules
 from .twophase import validate_sink_id
 
 __all__ = ["SINK_NAME", "SinkOptions", "parse_sink_options", "KNOWN_SINK_OPTIONS"]
@@ -24,18 +23,17 @@ KNOWN_SINK_OPTIONS: dict[str, str] = {
     "topic": "the output topic, which must exist (required)",
     "sinkId": "a stable id of 1-64 letters, digits, '_' or '-', one per checkpoint (required)",
     "stagingTopic": "the write-ahead topic (default <topic>.<sinkId>.staging; created if missing)",
-    "ledgerTopic": "the one-partition ledger topic (default <topic>.<sinkId>.ledger; created if missing)",
+    "decisionLogTopic": "the one-partition decision log topic (default <topic>.<sinkId>.ledger; created if "
+                        "missing; formerly ledgerTopic, still accepted)",
     "stagingPartitions": "a positive integer (default 8): partitions of a staging topic the sink creates",
     "stagingBlockBytes": "an integer from 1 to 8388608 (default 524288): bytes of keys and values staged per "
                          "staging record (rows are staged in blocks; a block holds one row more at most)",
     "transactionTimeoutMs": "an integer >= 1000 (default 60000): Kafka transaction timeout of the sink's producers",
     "copyTimeoutMs": "a positive integer (default 60000): how long commit waits for staged records known to exist",
 }
-# librdkafka settings the sink owns: letting users set them would break exactly-once.
-_RESERVED_KAFKA = {"kafka.transactional.id", "kafka.enable.idempotence", "kafka.isolation.level",
-                   "kafka.acks", "kafka.group.id", "kafka.enable.auto.commit", "kafka.transaction.timeout.ms"}
-# Spark passes its own writeStream options to the sink as well.
-_SPARK_OWN = {"path", "checkpointlocation"}
+#: The decision log's default topic suffix. It keeps the sink's first name for it: a sink restarted on a
+#: checkpoint written before the rename must find its decisions, or it would commit its batches again.
+DECISION_LOG_SUFFIX = "ledger"
 
 
 @dataclass(frozen=True)
@@ -44,7 +42,7 @@ class SinkOptions:
     topic: str
     sink_id: str
     staging_topic: str
-    ledger_topic: str
+    decision_log_topic: str
     staging_partitions: int = 8
     staging_block_bytes: int = 524288
     transaction_timeout_ms: int = 60000
@@ -53,50 +51,41 @@ class SinkOptions:
 
 
 _MAX_BLOCK_BYTES = 8 * 1024 * 1024
-_RULES = OptionRules(KNOWN_SINK_OPTIONS, f"{SINK_NAME} sink")
+_RULES = OptionRules(
+    KNOWN_SINK_OPTIONS, f"{SINK_NAME} sink", required=("kafka.bootstrap.servers", "topic", "sinkId"),
+    aliases={"ledgerTopic": "decisionLogTopic"},
+    passthrough="kafka.", passthrough_hint="librdkafka producer settings start with 'kafka.'",
+    # librdkafka settings the sink owns: letting users set them would break exactly-once.
+    reserved=frozenset({"kafka.transactional.id", "kafka.enable.idempotence", "kafka.isolation.level",
+                        "kafka.acks", "kafka.group.id", "kafka.enable.auto.commit", "kafka.transaction.timeout.ms"}),
+    reserved_hint="The sink runs transactional, idempotent producers with ids derived from sinkId; "
+                  "use transactionTimeoutMs for the transaction timeout.",
+    spark_own=SPARK_WRITER_OPTIONS)
 
 
-def _topic_name(options: Mapping[str, str], name: str, default: str | None) -> str:
-    value = str(options.get(name, default or "")).strip()
+def _topic_name(values: OptionValues, name: str, default: str) -> str:
+    """A Kafka topic name: the given one (blank is an error) or ``default``."""
+    value = str(values.get(name, default)).strip()
     if not value or len(value) > 249 or any(not (c.isalnum() or c in "._-") for c in value):
-        raise _RULES.bad(name, options.get(name, default))
+        raise values.bad(name, values.get(name, default))
     return value
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate Spark's option map; raise :class:`ConfigurationError` on the first problem."""
-    options = _RULES.canonical(options)
-    unknown = sorted(k for k in options if k not in KNOWN_SINK_OPTIONS and not k.startswith("kafka.")
-                     and k.lower() not in _SPARK_OWN)
-    if unknown:
-        raise ConfigurationError(
-            f"Unknown option(s) for the {SINK_NAME} sink: {', '.join(unknown)}.",
-            hint=f"Known options: {', '.join(KNOWN_SINK_OPTIONS)}; librdkafka producer settings start with 'kafka.'.")
-    reserved = sorted(k for k in options if k in _RESERVED_KAFKA)
-    if reserved:
-        raise ConfigurationError(
-            f"Option(s) {', '.join(reserved)} are set by the {SINK_NAME} sink itself and cannot be overridden.",
-            hint="The sink runs transactional, idempotent producers with ids derived from sinkId; "
-            "use transactionTimeoutMs for the transaction timeout.")
-    bootstrap = str(options.get("kafka.bootstrap.servers", "")).strip()
-    if not bootstrap:
-        raise _RULES.bad("kafka.bootstrap.servers", options.get("kafka.bootstrap.servers"))
-    topic = _topic_name(options, "topic", None)
-    raw_sink_id = str(options.get("sinkId", "")).strip()
-    if not raw_sink_id:
-        raise _RULES.bad("sinkId", options.get("sinkId"))
-    sink_id = validate_sink_id(raw_sink_id)
+    values = _RULES.read(options)
+    topic = _topic_name(values, "topic", "")
+    sink_id = validate_sink_id(values.text("sinkId"))
     return SinkOptions(
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=values.text("kafka.bootstrap.servers"),
         topic=topic,
         sink_id=sink_id,
-        staging_topic=_topic_name(options, "stagingTopic", f"{topic}.{sink_id}.staging"),
-        ledger_topic=_topic_name(options, "ledgerTopic", f"{topic}.{sink_id}.ledger"),
-        staging_partitions=_RULES.integer(options, "stagingPartitions", 8, 1),
+        staging_topic=_topic_name(values, "stagingTopic", f"{topic}.{sink_id}.staging"),
+        decision_log_topic=_topic_name(values, "decisionLogTopic", f"{topic}.{sink_id}.{DECISION_LOG_SUFFIX}"),
+        staging_partitions=values.integer("stagingPartitions", 8, 1),
         # a staging record (a block) must stay well under its topic's max.message.bytes
-        staging_block_bytes=_RULES.integer(options, "stagingBlockBytes", 524288, 1, _MAX_BLOCK_BYTES),
-        transaction_timeout_ms=_RULES.integer(options, "transactionTimeoutMs", 60000, 1000),
-        copy_timeout_ms=_RULES.integer(options, "copyTimeoutMs", 60000, 1),
-        kafka_conf={k.removeprefix("kafka."): str(v) for k, v in options.items()
-                    if k.startswith("kafka.") and k != "kafka.bootstrap.servers"},
+        staging_block_bytes=values.integer("stagingBlockBytes", 524288, 1, _MAX_BLOCK_BYTES),
+        transaction_timeout_ms=values.integer("transactionTimeoutMs", 60000, 1000),
+        copy_timeout_ms=values.integer("copyTimeoutMs", 60000, 1),
+        kafka_conf=values.passthrough(),
     )

@@ -12,19 +12,21 @@ Kafka transaction for the driver to commit. The same protocol is realised in two
   fences the zombie of the last one, whose open transaction is aborted;
 - **decision + commit** (:func:`commit_batch`, on the driver): one transaction of the driver's
   producer (``transactional.id`` stable per sink, so a zombie driver is fenced) copies the staged
-  ranges named by the messages to the output topic *and* writes the ledger record
-  ``(sink, batch id)``. The ledger record is the decision; it commits atomically with the rows,
-  so there is no window where one exists without the other;
-- **replay**: a batch whose ledger record is committed writes nothing (``commit`` is idempotent);
+  ranges named by the messages to the output topic *and* writes the decision record
+  ``(sink, batch id)`` to the sink's *decision log* topic (``decisionLogTopic``; the PostgreSQL
+  sink's equivalent is :class:`~streamcert.connectors.pg_participant.PostgresDecisionLog`). The
+  decision record commits atomically with the rows, so there is no window where one exists without
+  the other;
+- **replay**: a batch whose decision record is committed writes nothing (``commit`` is idempotent);
 - **orphans, zombies, abort, recovery**: staged rows nobody's message names (a failed or zombie
   attempt, an aborted batch, a crash before the decision) are never copied; an open driver
   transaction left by a crash is aborted when the next driver initialises the same
-  ``transactional.id`` (before it reads the ledger). Nothing else needs recovering.
+  ``transactional.id`` (before it reads the decision log). Nothing else needs recovering.
 
 Rescale-safe: the decision is per batch, not per Spark partition, so a replay partitioned
 differently copies its own staged ranges once. Costs a second write of every row (measured in the
-benchmarks). Ledger records are committed in batch order, so "batch N is decided" is "the last
-committed ledger record says a batch >= N".
+benchmarks). Decision records are committed in batch order, so "batch N is decided" is "the last
+committed decision record of the sink says a batch >= N".
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ __all__ = ["STAGE_HEADER", "FAULT_POINTS", "StagedRange", "ensure_topics", "stag
 
 STAGE_HEADER = "sc2pc"
 FAULT_POINTS = "kafka-2pc"
-_LEDGER_WINDOW = 256
+_DECISION_LOG_WINDOW = 256  # decision records read from the log's end at first
 _STAGING_RETENTION_MS = 24 * 3600 * 1000
 # a block holds stagingBlockBytes (<= 8 MiB) plus one row: room for a row of several MiB more
 _STAGING_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -69,7 +71,7 @@ class StagedRange:
     first_offset: int
     last_offset: int
     records: int  # staging records (blocks of rows) of the attempt's transaction in the range
-    count: int  # rows in those blocks
+    rows: int  # rows in those blocks
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +88,8 @@ def committer_transactional_id(sink_id: str) -> str:
 # -- topics -------------------------------------------------------------------------------
 
 def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
-    """Driver, when the writer is created: the output topic must exist; staging and ledger are created."""
+    """Driver, when the writer is created: the output topic must exist; staging and decision log topics are
+    created."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(client_conf(options.bootstrap_servers, **{"socket.timeout.ms": 5000}))
@@ -104,7 +107,7 @@ def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
     create_topic(options.bootstrap_servers, options.staging_topic, partitions=options.staging_partitions,
                  config={"retention.ms": str(_STAGING_RETENTION_MS),
                          "max.message.bytes": str(_STAGING_MAX_MESSAGE_BYTES)}, timeout=timeout)
-    create_topic(options.bootstrap_servers, options.ledger_topic, partitions=1,
+    create_topic(options.bootstrap_servers, options.decision_log_topic, partitions=1,
                  config={"cleanup.policy": "compact"}, timeout=timeout)
 
 
@@ -152,7 +155,7 @@ def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, o
                  body: Callable[[Producer], Any], deadline: float) -> Any:
     """Run ``body`` in a transaction until it commits, or until ``deadline``.
 
-    ``body`` returns ``_ALREADY_DONE`` to end without a transaction (for the driver: the ledger
+    ``body`` returns ``_ALREADY_DONE`` to end without a transaction (for the driver: the decision log
     says the batch is committed). After any failure the producer is aborted or, if it cannot be
     (fatal error, fenced, unknown outcome), thrown away: the next one re-initialises the id, which
     completes or aborts what the last one left open, and ``body`` looks again.
@@ -236,10 +239,10 @@ _ALREADY_DONE = _Done()
 # -- pre-commit: staging (executors) ----------------------------------------------------------
 
 class _Offsets:
-    """Delivery callback: the range and count of acknowledged offsets, and the first error."""
+    """Delivery callback: the range and number of acknowledged offsets, and the first error."""
 
     def __init__(self) -> None:
-        self.first, self.last, self.count, self.error = None, None, 0, None
+        self.first, self.last, self.acknowledged, self.error = None, None, 0, None
 
     def __call__(self, err, msg) -> None:
         if err is not None:
@@ -249,7 +252,7 @@ class _Offsets:
         offset = msg.offset()
         self.first = offset if self.first is None else min(self.first, offset)
         self.last = offset if self.last is None else max(self.last, offset)
-        self.count += 1
+        self.acknowledged += 1
 
 
 def _produce_all(producer: Producer, topic: str, partition: int | None, rows: Iterable[tuple[Any, Any]],
@@ -292,7 +295,7 @@ def stage_rows(options: SinkOptions, txn: TxnId, batches: Iterator) -> StagedRan
         producer.flush(max(1.0, deadline - time.monotonic()))
         if offsets.error is not None:
             raise KafkaException(offsets.error)
-        if offsets.count != records:
+        if offsets.acknowledged != records:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "staged records were not all acknowledged",
                                             txn_requires_abort=True))
         first, last = (offsets.first, offsets.last) if records else (-1, -1)
@@ -315,20 +318,20 @@ def _consumer(options: SinkOptions) -> Consumer:
 
 
 def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | None:
-    """The highest batch id in a committed ledger record of this sink, or None.
+    """The highest batch id in a committed decision record of this sink, or None.
 
-    Reads the ledger's tail read_committed (a window, widened until a record of this sink is found or
+    Reads the decision log's tail read_committed (a window, widened until a record of this sink is found or
     the whole log was read). An open transaction stops the reader at the last stable offset: its
     record is not a decision yet.
     """
     consumer = _consumer(options)
     try:
-        tp = TopicPartition(options.ledger_topic, 0)
+        tp = TopicPartition(options.decision_log_topic, 0)
         low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
-        window, deadline = _LEDGER_WINDOW, time.monotonic() + timeout
+        window, deadline = _DECISION_LOG_WINDOW, time.monotonic() + timeout
         while True:
             start = max(low, high - window)
-            found = _ledger_scan(consumer, tp, start, high, options.sink_id, deadline)
+            found = _scan_decision_log(consumer, tp, start, high, options.sink_id, deadline)
             if found is not None or start == low:
                 return found
             window *= 4
@@ -336,15 +339,16 @@ def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | N
         consumer.close()
 
 
-def _ledger_scan(consumer: Consumer, tp: TopicPartition, start: int, end: int, sink_id: str,
-                 deadline: float) -> int | None:
+def _scan_decision_log(consumer: Consumer, tp: TopicPartition, start: int, end: int, sink_id: str,
+                       deadline: float) -> int | None:
+    """The highest batch of ``sink_id``'s decision records in ``[start, end)`` of the log, or None."""
     if start >= end:
         return None
     consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
     best = None
     while True:
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"{SINK_NAME}: the ledger {tp.topic!r} could not be read up to offset {end}")
+            raise TimeoutError(f"{SINK_NAME}: the decision log {tp.topic!r} could not be read up to offset {end}")
         for msg in consumer.consume(500, timeout=0.05):
             if msg.error() is not None:
                 if msg.error().code() == KafkaError._PARTITION_EOF:
@@ -370,9 +374,9 @@ def _copy_range(consumer: Consumer, producer: Producer, options: SinkOptions, st
             keys, values = decode_block(msg.value())
             _produce_rows(producer, options.topic, keys, values)
             records, rows = records + 1, rows + len(values)
-    if (records, rows) != (staged.records, staged.count):
+    if (records, rows) != (staged.records, staged.rows):
         raise RuntimeError(f"{SINK_NAME}: staged range {staged.to_dict()} holds {records} committed records with "
-                           f"{rows} rows of its transaction, expected {staged.records} with {staged.count}: staged "
+                           f"{rows} rows of its transaction, expected {staged.records} with {staged.rows}: staged "
                            "rows are lost; refusing to commit.")
     return rows
 
@@ -420,8 +424,8 @@ def _header(msg) -> bytes | None:
 
 
 def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange]) -> dict[str, Any]:
-    """Driver, in ``commit(messages, batchId)``: copy the batch's staged ranges and write its ledger record,
-    in one transaction, unless the ledger already holds the batch (a replayed commit)."""
+    """Driver, in ``commit(messages, batchId)``: copy the batch's staged ranges and write its decision record,
+    in one transaction, unless the decision log already holds the batch (a replayed commit)."""
     deadline = time.monotonic() + options.copy_timeout_ms / 1000
     outcome: dict[str, Any] = {"batch": batch_id, "replay": False, "rows": 0}
 
@@ -439,7 +443,7 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
             consumer.close()
         record = {"sink": options.sink_id, "batch": batch_id, "rows": rows, "ranges": len(staged),
                   "committed_at": time.time()}
-        _produce_all(producer, options.ledger_topic, 0, [(options.sink_id.encode(), json.dumps(record).encode())],
+        _produce_all(producer, options.decision_log_topic, 0, [(options.sink_id.encode(), json.dumps(record).encode())],
                      None, None)
         producer.flush(max(1.0, deadline - time.monotonic()))
         reached(f"{FAULT_POINTS}.before-commit")

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 
 from streamcert.spi.errors import ConfigurationError
 from streamcert.spi.fault_points import reached
+from streamcert.spi.options import SPARK_WRITER_OPTIONS, OptionRules
 
 from .pg_participant import SPARK_TO_PG, PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
 from .twophase import Coordinator, TxnId, validate_sink_id
@@ -33,8 +34,9 @@ __all__ = ["SINK_NAME", "PostgresTwoPhaseSink", "PostgresStreamWriter", "Prepare
 
 SINK_NAME = "streamcert-pg-2pc"
 _FAULT_POINTS = "pg-2pc"
-_OPTIONS = {"dsn": "a libpq connection string (required)", "table": "the output table (required)",
-            "sinkId": "a stable id of 1-64 letters, digits, '_' or '-' (required)"}
+_RULES = OptionRules({"dsn": "a libpq connection string (required)", "table": "the output table (required)",
+                      "sinkId": "a stable id of 1-64 letters, digits, '_' or '-' (required)"},
+                     f"{SINK_NAME} sink", required=("dsn", "table", "sinkId"), spark_own=SPARK_WRITER_OPTIONS)
 
 
 @dataclass
@@ -47,21 +49,9 @@ class PreparedMessage(WriterCommitMessage):
 
 
 def _options(options) -> tuple[str, str, str]:
-    canonical = {k.lower(): v for k, v in dict(options).items()}
-    # Spark passes its own writeStream options (checkpointLocation, path) to the sink as well.
-    unknown = sorted(set(canonical) - {k.lower() for k in _OPTIONS} - {"path", "checkpointlocation"})
-    if unknown:
-        raise ConfigurationError(f"Unknown option(s) for the {SINK_NAME} sink: {', '.join(unknown)}.",
-                                 hint="Known options: " + "; ".join(f"{k}: {v}" for k, v in _OPTIONS.items()))
-    values = []
-    for name in ("dsn", "table", "sinkId"):
-        value = str(canonical.get(name.lower(), "")).strip()
-        if not value:
-            raise ConfigurationError(f"Option {name} is missing for the {SINK_NAME} sink.",
-                                     hint=f"{name} takes {_OPTIONS[name]}.")
-        values.append(value)
-    validate_sink_id(values[2])
-    return values[0], values[1], values[2]
+    """Driver: ``(dsn, table, sinkId)`` from Spark's option map; raise :class:`ConfigurationError` on a problem."""
+    values = _RULES.read(dict(options))
+    return values.text("dsn"), values.text("table"), validate_sink_id(values.text("sinkId"))
 
 
 class PostgresTwoPhaseSink(DataSource):

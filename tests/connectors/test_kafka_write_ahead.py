@@ -52,7 +52,7 @@ def _values(ids) -> list[bytes]:
 def test_commit_copies_exactly_the_named_ranges_and_a_replayed_commit_writes_nothing(options):
     first, second = _stage(options, 0, 0, range(0, 50)), _stage(options, 0, 1, range(50, 80))
     orphan = _stage(options, 0, 0, range(1000, 1010), attempt=1)  # staged, committed, but no message names it
-    assert (first.count, second.count, orphan.count) == (50, 30, 10)
+    assert (first.rows, second.rows, orphan.rows) == (50, 30, 10)
     assert wa.commit_batch(options, 0, [first, second])["rows"] == 80
     assert wa.commit_batch(options, 0, [first, second])["replay"] is True  # Spark calls commit(0) again
     assert wa.last_committed_batch(options) == 0
@@ -117,9 +117,9 @@ def test_an_open_transaction_of_a_dead_committer_is_aborted_and_its_batch_redone
         "transactional.id": wa.committer_transactional_id(options.sink_id)}))
     dead.init_transactions(10)
     dead.begin_transaction()
-    for i in range(30):  # a driver that copied batch 0 and wrote its ledger record, then died before commit
+    for i in range(30):  # a driver that copied batch 0 and wrote its decision record, then died before commit
         dead.produce(options.topic, value=f"v{i}".encode())
-    dead.produce(options.ledger_topic, key=options.sink_id.encode(), value=b'{"batch": 0}', partition=0)
+    dead.produce(options.decision_log_topic, key=options.sink_id.encode(), value=b'{"batch": 0}', partition=0)
     dead.flush(10)
     result = wa.commit_batch(options, 0, [staged])
     assert result["replay"] is False and result["rows"] == 30
@@ -130,16 +130,16 @@ def test_staged_rows_that_are_not_there_are_refused_not_skipped(options):
     staged = _stage(options, 0, 0, range(10))
     assert staged.records > 1
     fields = staged.to_dict()
-    for missing in (wa.StagedRange(**{**fields, "count": staged.count + 1}),
+    for missing in (wa.StagedRange(**{**fields, "rows": staged.rows + 1}),
                     wa.StagedRange(**{**fields, "records": staged.records + 1, "last_offset": staged.last_offset + 1})):
         with pytest.raises(RuntimeError, match="staged rows are lost"):
             wa.commit_batch(options, 0, [missing])
     assert wa.last_committed_batch(options) is None and _output(options) == []
 
 
-def test_ledger_records_of_other_sinks_are_not_this_sinks_decisions(options):
+def test_decision_records_of_other_sinks_are_not_this_sinks_decisions(options):
     other = parse_sink_options({"kafka.bootstrap.servers": options.bootstrap_servers, "topic": options.topic,
-                                "sinkId": "other", "ledgerTopic": options.ledger_topic,
+                                "sinkId": "other", "decisionLogTopic": options.decision_log_topic,
                                 "stagingTopic": options.staging_topic})
     wa.commit_batch(other, 9, [])
     assert wa.last_committed_batch(other) == 9 and wa.last_committed_batch(options) is None
@@ -171,7 +171,7 @@ def test_a_cached_staging_producer_fenced_by_another_worker_is_replaced_not_fata
     other_worker.init_transactions(10)  # another Python worker ran partition 1: the cached producer is fenced
     staged = _stage(options, 1, 1, range(5, 15))
     wa.commit_batch(options, 1, [staged])
-    assert staged.count == 10 and _output(options) == _values(range(5, 15))
+    assert staged.rows == 10 and _output(options) == _values(range(5, 15))
 
 
 def test_a_row_too_large_for_the_output_fails_the_commit_at_once_with_what_to_do(options):

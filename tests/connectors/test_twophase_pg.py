@@ -23,6 +23,21 @@ def test_sink_ids_are_checked():
         validate_sink_id("has space")
 
 
+def test_pg_sink_options_are_read_case_insensitively_and_problems_named():
+    from streamcert.connectors.pg_sink import _options
+
+    given = {"DSN": " host=h ", "table": "t", "sinkid": "s", "checkpointLocation": "/cp"}
+    assert _options(given) == ("host=h", "t", "s")
+    for options, needle in [({"dsn": "d", "table": "t"}, "Option sinkId is missing for the streamcert-pg-2pc sink"),
+                            ({"dsn": "d", "table": " ", "sinkId": "s"}, "table=' '"),
+                            ({"dsn": "d", "table": "t", "sinkId": "s", "tabel": "x"},
+                             "Unknown option(s) for the streamcert-pg-2pc sink: tabel"),
+                            ({"dsn": "d", "table": "t", "sinkId": "a b"}, "sinkId 'a b' is not valid")]:
+        with pytest.raises(ConfigurationError) as info:
+            _options(options)
+        assert needle in str(info.value) and "Hint:" in str(info.value)
+
+
 @pytest.fixture
 def pg(stack):
     dsn = stack.endpoints.postgres_dsn
