@@ -22,12 +22,12 @@ MAX_BATCH = 40
 
 
 def _run(stack, tmp_path, max_wait_ms: int, schedule: list[FaultSpec] = (), trigger: str = "500 milliseconds",
-         slack_s: float = 20.0) -> Run:
+         slack_s: float = 20.0, quiet_timeout_s: float = 60.0) -> Run:
     """Load once the first batch committed (the query runs before any input); faults once a batch was emitted."""
     done = run(stack, tmp_path, aggregator=AGGREGATOR, schedule=list(schedule), trigger=trigger, master="local[2,2]",
                options={"sink_id": f"a{uuid.uuid4().hex[:8]}", "max_batch_size": MAX_BATCH,
                         "max_wait_ms": max_wait_ms, "key_groups": 8, "max_records_per_batch": 5000},
-               spark_conf={"spark.sql.shuffle.partitions": "4"}, flush_slack_s=slack_s,
+               spark_conf={"spark.sql.shuffle.partitions": "4"}, flush_slack_s=slack_s, quiet_timeout_s=quiet_timeout_s,
                load_after_first_batch=True, faults_after_output=1 if schedule else 0,
                workload=WorkloadSpec(total=1200, keys=30, partitions=3, aborted_fraction=0.1,
                                      transaction_records=40, seed=11))
@@ -75,7 +75,8 @@ def test_a_driver_killed_after_the_sink_committed_and_before_spark_did_replays_t
 
 def test_rescale_through_the_offline_state_repartition_keeps_buffered_records(stack, tmp_path):
     max_wait_ms = 15_000  # long enough that groups still buffer records while the query is stopped
-    done = _run(stack, tmp_path, max_wait_ms=max_wait_ms, trigger="2 seconds", slack_s=240.0,
+    # the restart of a stateful query on a loaded machine may show nothing new for minutes: wait as long
+    done = _run(stack, tmp_path, max_wait_ms=max_wait_ms, trigger="2 seconds", slack_s=240.0, quiet_timeout_s=240.0,
                 schedule=[FaultSpec("rescale", "driver", 0, 0, {"parallelism": 1, "state_partitions": 2})])
     [start] = done.events("fault-start")
     assert (start["state_partitions_before"], start["state_partitions_after"]) == (4, 2)

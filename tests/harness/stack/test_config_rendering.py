@@ -67,3 +67,14 @@ def test_postgresql_conf_enables_prepared_transactions_on_loopback():
 
 def test_postgres_dsn():
     assert postgres_dsn("127.0.0.1", 5) == "host=127.0.0.1 port=5 dbname=streamcert user=streamcert connect_timeout=5"
+
+
+def test_a_cluster_id_never_starts_with_a_dash(monkeypatch):
+    """Kafka's storage tool reads "-..." as an option; one random id in 64 starts so and must be drawn again."""
+    import uuid
+
+    from streamcert.harness.stack import kafka
+
+    draws = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(draws))
+    assert kafka.new_cluster_id() == kafka.base64.urlsafe_b64encode(b"\x01" * 16).rstrip(b"=").decode()
