@@ -12,7 +12,8 @@ from streamcert.spi.connector import (KINDS, AggregatorConnector, Connector, Que
                                       SourceConnector)
 from streamcert.spi.errors import ConfigurationError, StreamcertError
 from streamcert.spi.fault_points import InjectedPointFailure, reached
-from streamcert.spi.options import OptionRules
+from streamcert.spi.options import SPARK_READER_OPTIONS, SPARK_WRITER_OPTIONS, OptionRules, OptionValues
 
-__all__ = ["KINDS", "Connector", "SourceConnector", "SinkConnector", "AggregatorConnector",
-           "QueryContext", "ConfigurationError", "StreamcertError", "InjectedPointFailure", "reached", "OptionRules"]
+__all__ = ["KINDS", "Connector", "SourceConnector", "SinkConnector", "AggregatorConnector", "QueryContext",
+           "ConfigurationError", "StreamcertError", "InjectedPointFailure", "reached", "OptionRules", "OptionValues",
+           "SPARK_READER_OPTIONS", "SPARK_WRITER_OPTIONS"]
