@@ -7,10 +7,10 @@ without arguments.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 
 from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.run.references import resolve
 from streamcert.spi.connector import Connector
 
 __all__ = ["ENTRY_POINT_GROUP", "available_connectors", "load_connector"]
@@ -27,21 +27,11 @@ def load_connector(reference: str, kind: str | None = None) -> Connector:
     """The connector named by ``reference``, checked to be a :class:`Connector` (of ``kind``, when given)."""
     installed = available_connectors()
     target = installed.get(reference, reference)
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
+    if ":" not in target:
         raise ConfigurationError(
             f"Connector {reference!r} is neither an installed connector nor of the form module:attr.",
             hint=f"Installed connectors: {', '.join(sorted(installed)) or 'none'}; or give my_pkg.module:CONNECTOR.")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"Cannot import {module_name!r} for connector {reference!r}: {exc}.",
-                                 hint="Is the package installed in this interpreter (pip install -e .)?") from None
-    try:
-        found = getattr(module, attr)
-    except AttributeError:
-        raise ConfigurationError(f"Module {module_name!r} has no {attr!r} (connector {reference!r}).",
-                                 hint="Check the name after the colon.") from None
+    found = resolve(target, "connector", "my_pkg.module:CONNECTOR")
     connector = found() if isinstance(found, type) and issubclass(found, Connector) else found
     if not isinstance(connector, Connector):
         raise ConfigurationError(f"{reference!r} is a {type(connector).__name__}, not a connector declaration.",

@@ -15,7 +15,6 @@ parallelism) from the same checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import signal
@@ -28,7 +27,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
-from streamcert.harness.errors import ConfigurationError, StartupFailed
+from streamcert.harness.run.references import resolve
+from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, reap, token_env
 
@@ -69,21 +69,7 @@ class QuerySpec:
 
 def load_builder(reference: str) -> Callable[..., Any]:
     """Resolve ``module:function``; a clear error when it does not exist."""
-    module_name, _, attr = reference.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(f"Query builder {reference!r} is not of the form module:function.",
-                                 hint="For example tests.harness.queries:counting_to_memory.")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"Cannot import {module_name!r} for query builder {reference!r}: {exc}.",
-                                 hint="Is the module on PYTHONPATH / installed in this interpreter?") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigurationError(f"Module {module_name!r} has no {attr!r}.",
-                                 hint=f"Check the name; the module defines: "
-                                 f"{', '.join(n for n in dir(module) if not n.startswith('_'))[:200]}") from None
+    return resolve(reference, "query builder", "tests.harness.queries:counting_to_memory", form="module:function")
 
 
 class DriverProcess(ProcessBacked):
