@@ -48,6 +48,11 @@ class Run:
 
 
 def run(stack, tmp_path: Path, **settings) -> Run:
-    """Run ``Scenario(**settings)`` (name defaults to the test's folder) on ``stack``; assert it completed."""
+    """Run ``Scenario(**settings)`` (name defaults to the test's folder) on ``stack``; assert it completed.
+
+    The runner waits for every acknowledged record, or until nothing new arrived for ``quiet_timeout_s``: 180 s
+    here (a driver restarted on a loaded machine may show nothing for a minute); it costs time only when records
+    are really missing."""
     settings.setdefault("name", tmp_path.name[:30])
+    settings.setdefault("quiet_timeout_s", 180.0)
     return Run(run_scenario(stack, Scenario(**settings), tmp_path), tmp_path)

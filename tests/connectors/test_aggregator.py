@@ -22,7 +22,7 @@ MAX_BATCH = 40
 
 
 def _run(stack, tmp_path, max_wait_ms: int, schedule: list[FaultSpec] = (), trigger: str = "500 milliseconds",
-         slack_s: float = 20.0, quiet_timeout_s: float = 60.0) -> Run:
+         slack_s: float = 20.0, quiet_timeout_s: float = 180.0) -> Run:
     """Load once the first batch committed (the query runs before any input); faults once a batch was emitted."""
     done = run(stack, tmp_path, aggregator=AGGREGATOR, schedule=list(schedule), trigger=trigger, master="local[2,2]",
                options={"sink_id": f"a{uuid.uuid4().hex[:8]}", "max_batch_size": MAX_BATCH,
