@@ -21,11 +21,14 @@ import threading
 import time
 import traceback
 import uuid
-from dataclasses import asdict, dataclass, field
+import json
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault, FaultContext
@@ -39,49 +42,84 @@ from streamcert.harness.run.observers import Observer, OutputTarget, observer_cl
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
 from streamcert.harness.stack.kafka_clients import create_topic
+from streamcert.harness.stack.spark import validate_master
 from streamcert.harness.verify.checkers import (AggregatorBatchChecker, combined_valid, exactly_once_checkers,
                                                 run_checks)
 from streamcert.harness.verify.metrics import summarize
 from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext
 
-__all__ = ["Scenario", "RunResult", "run_scenario"]
+__all__ = ["Scenario", "RunResult", "run_scenario", "SCHEMA_FILE", "json_schema"]
+
+SCHEMA_FILE = Path(__file__).with_name("schemas") / "scenario.schema.json"
 
 #: How long the fault timeline waits for ``faults_after_output`` records before it starts anyway.
 _OUTPUT_GATE_S = 300.0
 
 
-@dataclass
-class Scenario:
-    """What to run. ``options`` reach the connectors as :attr:`QueryContext.options`; ``parallelism`` is the
-    reader/writer parallelism of the first attempt (a ``rescale`` fault changes it)."""
+class Scenario(BaseModel):
+    """What to run, checked when it is made: a ConfigurationError naming the field and the value otherwise (the
+    master and the workload by their own checks, with their hints).
 
-    name: str
-    source: str = "streamcert-kafka"
-    sink: str = "streamcert-kafka-2pc"
-    aggregator: str | None = None
-    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
-    schedule: list[FaultSpec] = field(default_factory=list)
-    options: dict[str, Any] = field(default_factory=dict)
-    parallelism: int = 2
+    ``options`` reach the connectors as :attr:`QueryContext.options`; ``parallelism`` is the reader/writer
+    parallelism of the first attempt (a ``rescale`` fault changes it). ``results.json`` records the scenario
+    (:meth:`as_dict`), and :meth:`from_dict` reads it back to run it again. Its JSON Schema is committed as
+    ``harness/schemas/scenario.schema.json`` (``python -m streamcert.harness.scenario --write-schema``).
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+
+    name: str = Field(min_length=1)
+    source: str = Field("streamcert-kafka", min_length=1, description="entry point name or module:attr")
+    sink: str = Field("streamcert-kafka-2pc", min_length=1, description="entry point name or module:attr")
+    aggregator: str | None = Field(None, min_length=1, description="entry point name or module:attr, or none")
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    schedule: list[FaultSpec] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict, description="settings the connectors read")
+    parallelism: int = Field(2, ge=1)
     master: str = "local[2,3]"
-    spark_conf: dict[str, str] = field(default_factory=dict)
-    trigger: str = "200 milliseconds"
-    #: Partitions of the output (a Kafka topic's); None: what the sink declares.
-    output_partitions: int | None = None
-    quiet_timeout_s: float = 60.0
-    #: "bulk" (as fast as the broker takes it) or "open_loop" (locust at workload.rate for load_duration_s)
-    load: str = "bulk"
-    load_duration_s: float = 10.0
-    load_users: int = 2
-    #: Start loading only once the query committed its first batch (it runs before any input arrives).
-    load_after_first_batch: bool = False
-    #: Start the fault timeline once the output shows this many records (0: when the driver starts).
-    faults_after_output: int = 0
-    #: Seconds an aggregator's batch may be emitted past its declared wait (trigger delay, batch time, outages).
-    flush_slack_s: float = 20.0
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    trigger: str = Field("200 milliseconds", min_length=1, description="an interval, or available_now")
+    output_partitions: int | None = Field(None, ge=1, description="partitions of the output (a Kafka topic's); "
+                                                                  "none: what the sink declares")
+    quiet_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
+                                   description="stop waiting once nothing new arrived for this long")
+    load: Literal["bulk", "open_loop"] = Field("bulk", description="bulk: as fast as the broker takes it; "
+                                                                   "open_loop: locust at workload.rate")
+    load_duration_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    load_users: int = Field(2, ge=1)
+    load_after_first_batch: bool = Field(False, description="load once the query committed its first batch")
+    faults_after_output: int = Field(0, ge=0, description="start the fault timeline once the output shows this "
+                                                          "many records (0: when the driver starts)")
+    flush_slack_s: float = Field(20.0, ge=0, allow_inf_nan=False,
+                                 description="seconds an aggregator's batch may be emitted past its declared wait")
+
+    def __init__(self, name: str | None = None, **fields: Any) -> None:
+        if name is not None:
+            fields["name"] = name
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise _configuration_error(exc) from None
+
+    @field_validator("master")
+    @classmethod
+    def _valid_master(cls, master: str) -> str:
+        return validate_master(master)
+
+    @field_validator("workload")
+    @classmethod
+    def _valid_workload(cls, workload: WorkloadSpec) -> WorkloadSpec:
+        return workload.validate()
+
+    @model_validator(mode="after")
+    def _schedule_in_order(self) -> "Scenario":
+        for index, spec in enumerate(self.schedule):
+            if spec.after is not None and not 0 <= spec.after < index:
+                raise ValueError(f"schedule entry {index}: after={spec.after} does not name an earlier entry")
+        return self
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = self.model_dump(mode="json")
         data["schedule"] = [spec.as_dict() for spec in self.schedule]
         return data
 
@@ -90,6 +128,23 @@ class Scenario:
         """The scenario a ``results.json`` recorded (its ``scenario`` field): run it again to reproduce the run."""
         return cls(**{**data, "workload": WorkloadSpec(**data.get("workload", {})),
                       "schedule": parse(data.get("schedule", []))})
+
+
+def _configuration_error(exc: ValidationError) -> ConfigurationError:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "scenario"
+        value = f" (got {error['input']!r})" if where != "scenario" and "input" in error else ""
+        problems.append(f"{where}: {error['msg']}{value}")
+    return ConfigurationError("The scenario is not valid: " + "; ".join(problems) + ".",
+                              hint="See harness/schemas/scenario.schema.json for every field and its bounds.")
+
+
+def json_schema() -> str:
+    """The JSON Schema of a scenario, as committed in :data:`SCHEMA_FILE`."""
+    schema = Scenario.model_json_schema()
+    schema["$id"] = "https://streamcert.dev/schemas/scenario.schema.json"
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 @dataclass
@@ -108,7 +163,6 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
     result = RunResult(scenario=scenario.as_dict(), seed=scenario.workload.seed, started_at=time.time())
     run = _Run()
     try:
-        parse([spec.as_dict() for spec in scenario.schedule])  # e.g. an ``after`` that names no earlier entry
         source = load_connector(scenario.source, "source")
         sink = load_connector(scenario.sink, "sink")
         aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
@@ -308,3 +362,12 @@ def _safely(action) -> None:
         action()
     except Exception:  # teardown continues; the error, if it matters, shows in the checks
         pass
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--schema"]:
+        sys.stdout.write(json_schema())
+    elif sys.argv[1:] == ["--write-schema"]:
+        SCHEMA_FILE.write_text(json_schema())
+    else:
+        sys.exit("usage: python -m streamcert.harness.scenario --schema | --write-schema")

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from streamcert.harness.scenario import Scenario, run_scenario
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.scenario import SCHEMA_FILE, Scenario, json_schema, run_scenario
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.workload import WorkloadSpec
 
@@ -100,9 +101,26 @@ def test_open_loop_scenario_with_a_network_fault_reports_recovery(stack, tmp_pat
     assert "recovery_s" in recovery
 
 
-def test_a_schedule_entry_after_itself_is_refused_before_anything_starts(tmp_path):
-    """An entry that waits for itself (or a later one) would never start: the run ends at once, with the reason."""
-    scenario = Scenario("cycle", sink=SINK, schedule=[FaultSpec("down", "kafka", 0.0, 1.0, after=0)])
-    result = run_scenario(None, scenario, tmp_path)  # no stack needed: nothing may start
-    assert result.complete is False and "after=0 does not name an earlier entry" in result.error
-    assert json.loads((tmp_path / "results.json").read_text())["complete"] is False
+def test_a_schedule_entry_after_itself_is_refused_when_the_scenario_is_made():
+    """An entry that waits for itself (or a later one) would never start: refused at once, naming the entry."""
+    with pytest.raises(ConfigurationError, match="schedule entry 0: after=0 does not name an earlier entry"):
+        Scenario("cycle", sink=SINK, schedule=[FaultSpec("down", "kafka", 0.0, 1.0, after=0)])
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("parallelism", 0, "parallelism: Input should be greater than or equal to 1 (got 0)"),
+    ("master", "local[two]", "'local[two]' is not a Spark master URL"),
+    ("load", "closed_loop", "load: Input should be 'bulk' or 'open_loop'"),
+    ("quiet_timeout_s", float("inf"), "quiet_timeout_s"),
+    ("workload", WorkloadSpec(total=0), "total=0 is not valid"),
+    ("surprise", 1, "surprise: Extra inputs are not permitted"),
+])
+def test_a_bad_scenario_field_is_a_configuration_error_naming_it(field, value, needle):
+    with pytest.raises(ConfigurationError) as caught:
+        Scenario("bad", **{field: value})
+    assert needle in str(caught.value) and caught.value.hint  # the field's own check, or the schema's bounds
+
+
+def test_the_committed_scenario_schema_is_the_generated_one():
+    assert SCHEMA_FILE.read_text() == json_schema(), \
+        "run python -m streamcert.harness.scenario --write-schema and commit the file"
