@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streamcert.harness.stack.machine import machine_info
 
-__all__ = ["SCHEMA_VERSION", "RunResult", "SCHEMA_FILE", "json_schema"]
+__all__ = ["SCHEMA_VERSION", "ConnectorSummary", "RunResult", "SCHEMA_FILE", "json_schema"]
 
 #: 2: connectors, context, output, evidence and driver_attempts added; scenario names connectors, not a builder.
 SCHEMA_VERSION = 2
@@ -25,6 +25,25 @@ SCHEMA_FILE = Path(__file__).with_name("schemas") / "run-result.schema.json"
 
 def _machine() -> dict[str, Any]:
     return machine_info()
+
+
+class ConnectorSummary(BaseModel):
+    """A connector's declaration as a run recorded it: what it is and what it stood behind."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reference: str = Field(description="how the scenario named it: entry point name or module:attr")
+    name: str
+    kind: Literal["source", "sink", "aggregator"]
+    claims: list[str] = Field(default_factory=list, description="requirement IDs and capabilities it claims")
+    unclaimed: dict[str, str] = Field(default_factory=dict, description="requirement ID -> why it does not apply")
+    output_kind: str | None = Field(None, description="where a sink's output is read back from")
+
+    @classmethod
+    def of(cls, connector: Any, reference: str) -> "ConnectorSummary":
+        """The summary of a :class:`~streamcert.spi.connector.Connector` declaration."""
+        return cls(reference=reference, name=connector.name, kind=connector.kind, claims=sorted(connector.claims),
+                   unclaimed=dict(connector.unclaimed), output_kind=getattr(connector, "output_kind", None))
 
 
 class RunResult(BaseModel):
@@ -41,8 +60,8 @@ class RunResult(BaseModel):
     metrics: dict[str, Any] = Field(default_factory=dict)
     history: list[dict[str, Any]] = Field(default_factory=list)
     ledger_counts: dict[str, int] = Field(default_factory=dict)
-    #: kind (source / sink / aggregator) -> {"reference": how it was named, "name": its declared name}
-    connectors: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: kind (source / sink / aggregator) -> the connector's declaration
+    connectors: dict[str, ConnectorSummary] = Field(default_factory=dict)
     #: the QueryContext of the first attempt (topics, output, checkpoint, options)
     context: dict[str, Any] = Field(default_factory=dict)
     #: {"kind": "kafka" | "postgres" | "files", "name": topic, table or folder}

@@ -34,7 +34,7 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault, FaultContext
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec, parse
-from streamcert.harness.results import RunResult
+from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.history import History
@@ -166,7 +166,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         source = load_connector(scenario.source, "source")
         sink = load_connector(scenario.sink, "sink")
         aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
-        result.connectors = {c.kind: {"reference": ref, "name": c.name} for c, ref in (
+        result.connectors = {c.kind: ConnectorSummary.of(c, ref) for c, ref in (
             (source, scenario.source), (sink, scenario.sink), (aggregator, scenario.aggregator)) if c is not None}
         output_kind = observer_class(sink.output_kind)
         context = _context(env, scenario, output_kind, workdir)

@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from streamcert.harness.results import SCHEMA_FILE, SCHEMA_VERSION, RunResult, json_schema
+from streamcert.harness.results import SCHEMA_FILE, SCHEMA_VERSION, ConnectorSummary, RunResult, json_schema
 
 
 def test_the_committed_schema_is_the_generated_one():
@@ -32,3 +32,13 @@ def test_a_malformed_result_is_refused(tmp_path, change):
     (tmp_path / "results.json").write_text(json.dumps(data))
     with pytest.raises(ValidationError):
         RunResult.load(tmp_path / "results.json")
+
+
+def test_a_connector_summary_records_its_declaration():
+    from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
+
+    summary = ConnectorSummary.of(PostgresTwoPhaseSinkUnderTest(), "streamcert-pg-2pc")
+    assert (summary.kind, summary.name, summary.output_kind) == ("sink", "streamcert-pg-2pc", "postgres")
+    assert "SNK-1" in summary.claims and summary.claims == sorted(summary.claims)
+    result = RunResult(scenario={}, seed=0, connectors={"sink": summary})
+    assert RunResult.model_validate_json(result.model_dump_json()).connectors["sink"] == summary

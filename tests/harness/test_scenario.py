@@ -29,6 +29,10 @@ def test_clean_run_is_valid_and_reports_metrics(stack, tmp_path):
     assert result.valid is True, [c for c in result.checks if c["valid"] is not True]
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["schema_version"] == 2 and saved["complete"] is True and saved["seed"] == 5
+    assert saved["connectors"]["sink"]["name"] == "test-at-least-once-kafka"
+    assert saved["connectors"]["sink"]["unclaimed"]["SNK-1"].startswith("at-least-once by design")
+    assert saved["connectors"]["source"]["reference"] == "streamcert-kafka" and saved["output"]["kind"] == "kafka"
+    assert Scenario.from_dict(saved["scenario"]) == scenario  # reproducible from results.json
     assert saved["metrics"]["throughput"]["records"] == 1500
     assert saved["metrics"]["latency_ms"]["count"] == 1500 and saved["metrics"]["latency_ms"]["p50"] > 0
 
