@@ -44,10 +44,11 @@ from confluent_kafka import KafkaException, Producer
 from locust import User, events, task
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from streamcert.harness.errors import ConfigurationError, StartupFailed
+from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.kafka_clients import client_conf
 from streamcert.harness.run.load import PARAMS_VAR, LoadParams
-from streamcert.harness.run.workload import Ledger, encode_value
+from streamcert.harness.run.workload import Deliveries, Ledger, encode_value, produce_record, record_id_of
+from streamcert.harness.waiting import wait_for
 
 __all__ = ["KafkaProducerUser"]
 
@@ -56,6 +57,8 @@ _MAX_WAIT_S = 0.05
 # How long to back off when the producer's queue is full (BufferError) before trying again.
 _FULL_QUEUE_WAIT_S = 0.002
 _WARM_UP_TIMEOUT_S = 30.0
+# How often a warming-up user polls its producer for the producer id (gevent sleeps in between).
+_WARM_UP_POLL_S = 0.01
 # librdkafka's statistics are how a producer tells it has its producer id; often enough to start promptly.
 _STATS_INTERVAL_MS = 100
 # Locust's exit code when user code raised: the run is broken, unlike records that failed (measured outcomes).
@@ -76,10 +79,7 @@ class _Run:
         self.partitions = self.frame["partition"].to_numpy()
         owners = self.frame["key_index"].to_numpy() % params.users
         self.slices = [np.flatnonzero(owners == u) for u in range(params.users)]
-        self.produced_at = np.full(n, np.nan)
-        self.acked_at = np.full(n, np.nan)
-        self.offsets = np.full(n, -1, dtype=np.int64)
-        self.failed = np.zeros(n, dtype=bool)
+        self.deliveries = Deliveries(n)
         self.started_at: float | None = None
         self.producers: list[Producer] = []
         self.warm_users = 0
@@ -112,17 +112,9 @@ class _Run:
         return self.started_at + record_id / self.spec.rate
 
     def ledger(self) -> Ledger:
-        sent = np.flatnonzero(~np.isnan(self.produced_at))
-        acked = ~np.isnan(self.acked_at[sent]) & ~self.failed[sent]
-        frame = pd.DataFrame({
-            "id": self.frame["id"].to_numpy()[sent], "key": self.frame["key"].to_numpy()[sent],
-            "seq": self.seqs[sent], "partition": self.partitions[sent], "offset": self.offsets[sent],
-            "produced_at": self.produced_at[sent], "acked_at": self.acked_at[sent],
-            "aborted": np.zeros(len(sent), dtype=bool),
-            # a failed delivery may still have been written (timeouts): never call it lost nor unexpected
-            "status": np.where(acked, "acked", "indeterminate"),
-        })
-        return Ledger(frame, self.spec, self.params.topic)
+        """The records sent (a failed delivery may still have been written: those are ``indeterminate``)."""
+        sent = np.flatnonzero(~np.isnan(self.deliveries.produced_at))
+        return Ledger.from_deliveries(self.frame, self.deliveries, self.spec, self.params.topic, rows=sent)
 
 
 _RUN = _Run.from_environment()
@@ -151,12 +143,17 @@ class KafkaProducerUser(User):
         deadline = time.monotonic() + _WARM_UP_TIMEOUT_S
         # Blocks the gevent hub briefly, once per user.
         self._producer.list_topics(_RUN.params.topic, timeout=_WARM_UP_TIMEOUT_S)
-        while not self._has_producer_id:
-            if time.monotonic() > deadline:
-                raise StartupFailed(f"The producer got no producer id from {_RUN.params.bootstrap} within "
-                                    f"{_WARM_UP_TIMEOUT_S:.0f}s.", hint="Check the broker and the Kafka link.")
-            self._producer.poll(0)
-            gevent.sleep(0.01)
+        if self._has_producer_id:
+            return
+
+        def has_producer_id() -> bool:
+            self._producer.poll(0)  # the statistics callback that tells comes from here
+            return self._has_producer_id
+
+        # locust monkey-patched time.sleep, so the waits between probes are gevent's and the other users run.
+        wait_for(has_producer_id, what=f"producer id from {_RUN.params.bootstrap}",
+                 timeout=max(deadline - time.monotonic(), 0.0), interval=_WARM_UP_POLL_S,
+                 hint="Check the broker and the Kafka link.")
 
     def _on_stats(self, stats_json: str) -> None:
         """Called by librdkafka's statistics, inside ``poll`` of this process, until the producer id is known."""
@@ -197,31 +194,28 @@ class KafkaProducerUser(User):
         now = time.time()
         value = encode_value(record_id, int(_RUN.seqs[record_id]), now, _RUN.spec.record_bytes)
         try:
-            self._producer.produce(_RUN.params.topic, value=value, key=_RUN.keys[record_id],
-                                   partition=int(_RUN.partitions[record_id]), on_delivery=self._on_delivery)
+            # Tried once: a full queue is served by this user's next task (wait_time), not by blocking here.
+            produce_record(self._producer, _RUN.params.topic, value, _RUN.keys[record_id],
+                           int(_RUN.partitions[record_id]), self._on_delivery)
         except BufferError:
-            self._producer.poll(0)
             return False
         except KafkaException as exc:
             # Refused before it was queued (too large, unknown topic...): count it and move on, open loop.
-            _RUN.produced_at[record_id] = now
-            _RUN.failed[record_id] = True
+            _RUN.deliveries.sent(record_id, now)
+            _RUN.deliveries.report(record_id, exc, None, np.nan)
             self._report(0.0, len(value), exc)
             return True
-        _RUN.produced_at[record_id] = now
+        _RUN.deliveries.sent(record_id, now)
         return True
 
     def _on_delivery(self, err, msg) -> None:
         """Called by librdkafka's delivery report, inside ``poll``/``flush`` of this process."""
-        record_id = int(msg.value()[3:19])
+        record_id = record_id_of(msg.value())
+        produced_at = _RUN.deliveries.produced_at[record_id]
         latency = msg.latency()
         if latency is None:
-            latency = time.time() - _RUN.produced_at[record_id]
-        if err is None:
-            _RUN.offsets[record_id] = msg.offset()
-            _RUN.acked_at[record_id] = _RUN.produced_at[record_id] + latency
-        else:
-            _RUN.failed[record_id] = True
+            latency = time.time() - produced_at
+        _RUN.deliveries.report(record_id, err, msg.offset(), produced_at + latency)
         self._report(latency * 1000.0, len(msg.value()) + len(msg.key() or b""),
                      None if err is None else KafkaException(err))
 

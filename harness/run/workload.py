@@ -14,13 +14,23 @@ records reach the log but must never appear downstream. Their ``seq`` is -1.
 
 The :class:`Ledger` is the ground truth the checkers read: one row per record
 whose fate the broker told us (``status`` ``acked`` or ``aborted``), plus
-``indeterminate`` ones (the produce timed out: maybe written, maybe not; a
-checker must not call them lost, nor unexpected).
+``indeterminate`` ones (the produce timed out: maybe written, maybe not). The
+checkers get all three (:meth:`Ledger.for_checkers`), as Jepsen's set checker
+does: an acknowledged record is owed (lost if never delivered); an
+indeterminate one is not owed, and if delivered it is *recovered* (once) or
+duplicated (twice or more), never unexpected; an aborted one must never appear.
+
+Both producers of the workload (:func:`load_topic` here and the locust users of
+:mod:`~streamcert.harness.run.locust_kafka`) queue records with
+:func:`produce_record`, note what the producer reports in a :class:`Deliveries`
+and turn it into the ledger with :meth:`Ledger.from_deliveries`.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.waiting import retry
 
 __all__ = [
     "HEADER_BYTES",
@@ -36,6 +47,9 @@ __all__ = [
     "plan",
     "encode_value",
     "decode_values",
+    "record_id_of",
+    "produce_record",
+    "Deliveries",
     "Ledger",
     "load_topic",
 ]
@@ -44,6 +58,13 @@ _MAGIC = b"SC1"
 # magic(3) + id(16) + seq+1(12) + produced_at in microseconds(16) + '|'(1)
 HEADER_BYTES = 48
 _SKEWS = ("uniform", "zipf")
+# A ledger record's status (see Ledger); anything else reaches the checkers as missing, which they refuse.
+_STATUSES = ("acked", "indeterminate", "aborted")
+# How long load_topic lets a full producer queue drain beyond the message timeout (by then every queued record
+# has its delivery report, so the queue is empty): a queue still full then is a broken producer, not a slow one.
+_FULL_QUEUE_GRACE_S = 30.0
+# How long load_topic serves delivery reports between two tries when the producer's queue is full.
+_FULL_QUEUE_POLL_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -151,6 +172,73 @@ def _digits_to_int(digits: np.ndarray) -> np.ndarray:
     return digits @ powers
 
 
+def record_id_of(value: bytes) -> int:
+    """The id in the header of a value written by :func:`encode_value` (what a delivery report's message holds)."""
+    return int(value[3:19])
+
+
+def produce_record(producer, topic: str, value: bytes, key: bytes | None, partition: int,
+                   on_delivery: Callable[[Any, Any], None], *, full_queue_timeout: float = 0.0,
+                   drain_s: float = 0.0) -> None:
+    """Queue one record on a confluent-kafka ``producer``, waiting up to ``full_queue_timeout`` s for room.
+
+    When the producer's queue is full (``BufferError``), delivery reports are served for ``drain_s`` seconds
+    (which frees the queue) and the record is tried again while ``full_queue_timeout`` lasts; after that the
+    ``BufferError`` propagates. With the default 0 it is tried once: the caller decides when to try again
+    (an open-loop user does, without blocking its event loop). Any other error (``KafkaException`` for a record
+    refused before it was queued) propagates at once.
+    """
+    attempt = (producer, topic, value, key, partition, on_delivery, drain_s)
+    try:
+        _produce_or_drain(*attempt)  # the common case, without retry's clock: a bulk load queues millions
+    except BufferError:
+        if full_queue_timeout <= 0:
+            raise
+        retry(functools.partial(_produce_or_drain, *attempt), healable=_queue_full, timeout=full_queue_timeout,
+              interval=0)
+
+
+def _produce_or_drain(producer, topic: str, value: bytes, key: bytes | None, partition: int,
+                      on_delivery: Callable[[Any, Any], None], drain_s: float) -> None:
+    try:
+        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+    except BufferError:
+        producer.poll(drain_s)  # serve delivery reports so the queue drains
+        raise
+
+
+def _queue_full(exc: BaseException) -> bool:
+    return isinstance(exc, BufferError)
+
+
+class Deliveries:
+    """What a producer said about each record of a plan, by record id (ids are rows of the plan, from 0).
+
+    ``produced_at`` is when ``produce()`` was called (NaN: never sent), ``acked_at`` and ``offsets`` come from
+    a successful delivery report, ``failed`` marks a failed report (or a record refused before it was queued).
+    """
+
+    def __init__(self, n: int) -> None:
+        self.produced_at = np.full(n, np.nan)
+        self.acked_at = np.full(n, np.nan)
+        self.offsets = np.full(n, -1, dtype=np.int64)
+        self.failed = np.zeros(n, dtype=bool)
+
+    def sent(self, record_id: int, at: float) -> None:
+        self.produced_at[record_id] = at
+
+    def report(self, record_id: int, err: Any, offset: int | None, acked_at: float) -> None:
+        """A delivery report: ``err`` None means the broker acknowledged the record at ``offset``."""
+        if err is not None:
+            self.failed[record_id] = True
+            return
+        self.offsets[record_id] = offset
+        self.acked_at[record_id] = acked_at
+
+    def acked(self) -> np.ndarray:
+        return ~np.isnan(self.acked_at) & ~self.failed
+
+
 class Ledger:
     """What the workload wrote and what the broker said about it. Columns:
 
@@ -175,10 +263,43 @@ class Ledger:
     def counts(self) -> dict[str, int]:
         return {str(k): int(v) for k, v in self.frame["status"].value_counts().items()}
 
+    #: The columns :meth:`for_checkers` hands to :mod:`~streamcert.harness.verify.checkers`.
+    CHECKER_COLUMNS = ("id", "key", "seq", "produced_at", "aborted", "status")
+
+    @classmethod
+    def from_deliveries(cls, records: pd.DataFrame, deliveries: Deliveries, spec: WorkloadSpec | None = None,
+                        topic: str | None = None, *, rows: np.ndarray | None = None,
+                        aborted: np.ndarray | None = None) -> "Ledger":
+        """The ledger of ``records`` (a :func:`plan`, or a slice of one: ``id``, ``key``, ``seq``, ``partition``,
+        one row per id from 0) from what the producer reported in ``deliveries``.
+
+        ``rows`` picks the records to keep (default: all; an open-loop run keeps the ones it sent), ``aborted``
+        (per record of ``records``) marks those of aborted transactions: status ``aborted`` and seq -1. Of the
+        others, a record acknowledged without a failure is ``acked``, any other is ``indeterminate`` (a failed or
+        missing delivery report may still have been written: never call it lost, nor unexpected).
+        """
+        rows = np.arange(len(records)) if rows is None else np.asarray(rows)
+        aborted = np.zeros(len(rows), dtype=bool) if aborted is None else np.asarray(aborted, dtype=bool)[rows]
+        acked = deliveries.acked()[rows]
+        frame = pd.DataFrame({
+            "id": records["id"].to_numpy()[rows], "key": records["key"].to_numpy()[rows],
+            "seq": np.where(aborted, -1, records["seq"].to_numpy()[rows]),
+            "partition": records["partition"].to_numpy()[rows], "offset": deliveries.offsets[rows],
+            "produced_at": deliveries.produced_at[rows], "acked_at": deliveries.acked_at[rows],
+            "aborted": aborted, "status": np.where(aborted, "aborted", np.where(acked, "acked", "indeterminate")),
+        })
+        return cls(frame, spec, topic)
+
     def for_checkers(self) -> pd.DataFrame:
-        """The ledger as checkers take it: acknowledged and aborted records (indeterminate ones left out)."""
-        known = self.frame[self.frame["status"] != "indeterminate"]
-        return known[["id", "key", "seq", "produced_at", "aborted"]].reset_index(drop=True)
+        """The ledger as checkers take it: every record with its ``status`` (:data:`CHECKER_COLUMNS`).
+
+        Acknowledged records are owed to the output; indeterminate ones are known (recovered when delivered once)
+        but not owed; aborted ones must never appear.
+        """
+        frame = self.frame[list(self.CHECKER_COLUMNS)].reset_index(drop=True)
+        # Categorical: each checker then reads the statuses' codes instead of hashing a string per record.
+        frame["status"] = pd.Categorical(frame["status"], categories=_STATUSES)
+        return frame
 
     def write(self, path: Path) -> Path:
         import json
@@ -233,19 +354,10 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
     txns = records["txn"].to_numpy()
     aborted_plan = records["aborted"].to_numpy()
     transactional = bool(aborted_plan.any())
-
-    produced_at = np.full(n, np.nan)
-    acked_at = np.full(n, np.nan)
-    offsets = np.full(n, -1, dtype=np.int64)
-    failed = np.zeros(n, dtype=bool)
+    deliveries = Deliveries(n)
 
     def on_delivery(err, msg) -> None:
-        record_id = int(msg.value()[3:19])
-        if err is not None:
-            failed[record_id] = True
-            return
-        offsets[record_id] = msg.offset()
-        acked_at[record_id] = time.time()
+        deliveries.report(record_id_of(msg.value()), err, msg.offset(), time.time())
 
     conf = {"linger.ms": 5, "batch.size": 1_000_000, "compression.type": "none", "acks": "all",
             "enable.idempotence": True, "message.timeout.ms": int(timeout * 1000), **(producer_conf or {})}
@@ -253,6 +365,8 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
         conf["transactional.id"] = f"streamcert-workload-{topic}-{spec.seed}"
         conf.setdefault("transaction.timeout.ms", max(60_000, int(conf["message.timeout.ms"])))
     producer = Producer(client_conf(bootstrap, **conf))
+    send = functools.partial(produce_record, producer, topic, on_delivery=on_delivery, drain_s=_FULL_QUEUE_POLL_S,
+                             full_queue_timeout=int(conf["message.timeout.ms"]) / 1000 + _FULL_QUEUE_GRACE_S)
     txn_failed: set[int] = set()
     with step(f"Loading {n:,} records into {topic}") as progress:
         if transactional:
@@ -271,15 +385,8 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
                     producer.poll(0)
                     time.sleep(delay)
             now = time.time()
-            produced_at[i] = now
-            value = encode_value(int(ids[i]), int(seqs[i]), now, spec.record_bytes)
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=keys[i], partition=int(partitions[i]),
-                                     on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+            deliveries.sent(i, now)
+            send(encode_value(int(ids[i]), int(seqs[i]), now, spec.record_bytes), keys[i], int(partitions[i]))
             if i % 10_000 == 0:
                 producer.poll(0)
                 progress.update(f"{i:,}/{n:,}")
@@ -287,15 +394,8 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
             _end_transaction(producer, bool(aborted_plan[n - 1]), timeout, txn_failed, current_txn)
         producer.flush(timeout)
 
-    aborted = aborted_plan | np.isin(txns, list(txn_failed))
-    acked = ~np.isnan(acked_at) & ~failed
-    status = np.where(aborted, "aborted", np.where(acked, "acked", "indeterminate"))
-    frame = pd.DataFrame({
-        "id": ids, "key": records["key"].to_numpy(), "seq": np.where(aborted, -1, seqs),
-        "partition": partitions, "offset": offsets, "produced_at": produced_at, "acked_at": acked_at,
-        "aborted": aborted, "status": status,
-    })
-    return Ledger(frame, spec, topic)
+    return Ledger.from_deliveries(records, deliveries, spec, topic,
+                                  aborted=aborted_plan | np.isin(txns, list(txn_failed)))
 
 
 def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int], txn: int) -> None:

@@ -6,14 +6,30 @@ Every checker is pure pandas/numpy, reads two DataFrames and returns a :class:`C
 
 Input conventions
 -----------------
-**ledger**: every record the workload produced and the broker acknowledged, one row per record:
+**ledger**: every record the workload tried to write, one row per record (``Ledger.for_checkers()``):
 
 - ``id`` (integer, unique): the record's identity, carried through the pipeline unchanged;
 - ``key`` (string/object or categorical);
 - ``seq`` (integer): per-key sequence number starting at 0, contiguous per key for committed records;
 - ``produced_at`` (float, epoch seconds);
 - ``aborted`` (bool): True for records written in an aborted input transaction; they must never
-  appear downstream, and they are not owed to the output either.
+  appear downstream, and they are not owed to the output either;
+- optional ``status``: ``acked`` (the broker acknowledged the record: it is owed to the output),
+  ``indeterminate`` (the produce timed out or failed: maybe written, maybe not) or ``aborted`` (as
+  ``aborted``; either marks a record aborted). Any other value makes the checkers that read it
+  ``"unknown"``. Without the column every record that is not aborted counts as acknowledged.
+
+Indeterminate records
+---------------------
+As in Jepsen's ``set`` checker, a record whose write is indeterminate is *attempted* but not
+*acknowledged*. It is known (never ``unexpected``) and not owed (never ``lost``); delivered once it is
+*recovered* (valid), delivered twice or more it is a duplicate (the :class:`DuplicateChecker`'s
+finding), never delivered it is nothing at all (valid: it may never have been written). The order
+checkers do not judge where an indeterminate record was delivered, and a missing one is no gap: per key
+they judge the acknowledged records only, as if the indeterminate ones had never been numbered.
+The :class:`LostChecker`'s ``data`` holds the whole accounting: ``attempted``, ``acknowledged``,
+``indeterminate``, ``aborted``, ``ok``, ``recovered``, ``unrecovered``, ``lost``, ``duplicated``,
+``unexpected`` and ``aborted_read``.
 
 **output**: everything the system under test delivered, one row per delivery, in delivery order:
 
@@ -27,7 +43,8 @@ Input conventions
 
 Which violations are reported
 -----------------------------
-``violations`` holds the first :data:`MAX_VIOLATIONS` findings only (``counts`` has the totals), each a
+``violations`` holds the first :data:`MAX_VIOLATIONS` findings only (``counts`` has the totals; ``data``
+has more numbers that are not findings, such as the records a checker skipped), each a
 JSON-serialisable dict with at least ``kind``, ``id`` and ``key``. "First" means ledger order for lost
 records, output row order for duplicates, unexpected and aborted reads, delivery order for per-key order,
 and batch emission order for the aggregator rules.
@@ -74,6 +91,7 @@ MAX_VIOLATIONS = 10
 
 # Packed (group, value) integers must stay clear of int64 overflow.
 _PACK_LIMIT = 1 << 62
+_STATUSES = ("acked", "indeterminate", "aborted")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -82,23 +100,32 @@ _PACK_LIMIT = 1 << 62
 
 @dataclass
 class CheckResult:
-    """One checker's verdict: ``valid`` is True, False or ``"unknown"``; ``violations`` the first few."""
+    """One checker's verdict: ``valid`` is True, False or ``"unknown"``; ``violations`` the first few.
+
+    ``counts`` are the totals of what the checker judged and found; ``data`` other numbers it reports (the
+    :class:`LostChecker`'s Jepsen-style accounting, the records an order checker skipped), absent from
+    :meth:`to_dict` when empty.
+    """
 
     name: str
     valid: bool | str
     counts: dict[str, int] = field(default_factory=dict)
     violations: list[dict] = field(default_factory=list)
     error: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable copy (numpy scalars become Python numbers, NaN becomes None)."""
-        return {
+        result = {
             "name": self.name,
             "valid": _plain(self.valid),
             "counts": {str(k): _plain(v) for k, v in self.counts.items()},
             "violations": [_plain(v) for v in self.violations],
             "error": self.error,
         }
+        if self.data:
+            result["data"] = _plain(self.data)
+        return result
 
 
 @runtime_checkable
@@ -171,9 +198,17 @@ class _ColumnChecker(ABC):
 class LostChecker(_ColumnChecker):
     """Proves every acknowledged, committed ledger record was delivered at least once.
 
-    Needs ledger ``id``, ``key``, ``aborted`` and output ``id``. Aborted records are not owed.
-    Counts: ``acknowledged`` (committed ledger records), ``delivered`` (of those, delivered at least
-    once), ``lost``. Violations (kind ``lost``) are in ledger order and carry ``ledger_row``.
+    Needs ledger ``id``, ``key``, ``aborted`` (and ``status`` when there is one) and output ``id``.
+    Aborted and indeterminate records are not owed. Counts: ``acknowledged`` (acknowledged committed
+    ledger records), ``delivered`` (of those, delivered at least once), ``lost``. Violations (kind
+    ``lost``) are in ledger order and carry ``ledger_row``.
+
+    ``data`` is the Jepsen ``set`` accounting of the whole run (see the module docstring): per ledger
+    record ``attempted`` (not aborted) = ``acknowledged`` + ``indeterminate``, ``aborted``; ``ok``
+    (acknowledged, delivered) + ``lost`` = ``acknowledged``; ``recovered`` (indeterminate, delivered) +
+    ``unrecovered`` (indeterminate, never delivered) = ``indeterminate``; ``aborted_read`` (aborted,
+    delivered); per output id ``duplicated`` (ids delivered more than once) and ``unexpected`` (ids
+    delivered that are not in the ledger).
     """
 
     name = "lost"
@@ -181,15 +216,20 @@ class LostChecker(_ColumnChecker):
     output_columns = ("id",)
 
     def _check(self, ledger: pd.DataFrame, output: pd.DataFrame) -> CheckResult:
-        acked = np.flatnonzero(~_bools(ledger, "aborted"))
-        delivered = np.isin(_ints(ledger, "id")[acked], _ints(output, "id"))
-        lost = acked[~delivered]
-        counts = {"acknowledged": acked.size, "delivered": acked.size - lost.size, "lost": lost.size}
-        return _result(self.name, counts, lost.size, _describe_rows("lost", ledger, lost, row_label="ledger_row"))
+        fates = _Fates.of(ledger)
+        output_ids = _ints(output, "id")
+        delivered = _isin(fates.ids, output_ids)
+        owed = np.flatnonzero(fates.acked)
+        lost = owed[~delivered[owed]]
+        counts = {"acknowledged": owed.size, "delivered": owed.size - lost.size, "lost": lost.size}
+        result = _result(self.name, counts, lost.size, _describe_rows("lost", ledger, lost, row_label="ledger_row"))
+        result.data = _accounting(fates, delivered, output_ids)
+        return result
 
 
 class DuplicateChecker(_ColumnChecker):
-    """Proves no id was delivered more than once.
+    """Proves no id was delivered more than once, whatever its ledger status (an indeterminate record
+    delivered twice is a duplicate too).
 
     Needs output ``id`` and ``key``. Counts: ``deliveries`` (output rows), ``duplicated_ids`` (ids
     delivered twice or more), ``extra_deliveries`` (deliveries beyond each id's first). One violation
@@ -217,8 +257,9 @@ class DuplicateChecker(_ColumnChecker):
 class UnexpectedChecker(_ColumnChecker):
     """Proves every delivered id is in the ledger (nothing invented, nothing unacknowledged).
 
-    Needs ledger ``id`` and output ``id``, ``key``. Aborted ledger records count as known here (the
-    :class:`AbortedReadChecker` reports them). Counts: ``deliveries``, ``unexpected`` (rows),
+    Needs ledger ``id`` and output ``id``, ``key``. Every ledger record is known, whatever its status:
+    indeterminate ones are recovered when delivered, and aborted ones are the :class:`AbortedReadChecker`'s
+    finding. Counts: ``deliveries``, ``unexpected`` (rows),
     ``unexpected_ids`` (distinct). Violations (kind ``unexpected``) in output order.
     """
 
@@ -228,7 +269,7 @@ class UnexpectedChecker(_ColumnChecker):
 
     def _check(self, ledger: pd.DataFrame, output: pd.DataFrame) -> CheckResult:
         ids = _ints(output, "id")
-        rows = np.flatnonzero(~np.isin(ids, _ints(ledger, "id")))
+        rows = np.flatnonzero(~_isin(ids, _ints(ledger, "id")))
         counts = {"deliveries": ids.size, "unexpected": rows.size, "unexpected_ids": np.unique(ids[rows]).size}
         return _result(self.name, counts, rows.size, _describe_rows("unexpected", output, rows))
 
@@ -236,9 +277,9 @@ class UnexpectedChecker(_ColumnChecker):
 class AbortedReadChecker(_ColumnChecker):
     """Proves no record of an aborted input transaction appeared downstream (read_committed held).
 
-    Needs ledger ``id``, ``aborted`` and output ``id``, ``key``. Counts: ``aborted`` (ledger records
-    marked aborted), ``aborted_reads`` (output rows), ``aborted_read_ids`` (distinct). Violations
-    (kind ``aborted_read``) in output order.
+    Needs ledger ``id``, ``aborted`` (and ``status`` when there is one) and output ``id``, ``key``.
+    Counts: ``aborted`` (ledger records marked aborted), ``aborted_reads`` (output rows),
+    ``aborted_read_ids`` (distinct). Violations (kind ``aborted_read``) in output order.
     """
 
     name = "aborted_read"
@@ -246,9 +287,10 @@ class AbortedReadChecker(_ColumnChecker):
     output_columns = ("id", "key")
 
     def _check(self, ledger: pd.DataFrame, output: pd.DataFrame) -> CheckResult:
-        aborted_ids = _ints(ledger, "id")[_bools(ledger, "aborted")]
+        fates = _Fates.of(ledger)
+        aborted_ids = fates.ids[fates.aborted]
         ids = _ints(output, "id")
-        rows = np.flatnonzero(np.isin(ids, aborted_ids))
+        rows = np.flatnonzero(_isin(ids, aborted_ids))
         counts = {
             "aborted": aborted_ids.size,
             "aborted_reads": rows.size,
@@ -261,12 +303,15 @@ class PerKeyOrderChecker(_ColumnChecker):
     """Proves that, per key, delivered seqs strictly increase and (unless ``allow_gaps``) skip nothing.
 
     Needs ledger ``id``, ``aborted`` and output ``id``, ``key``, ``seq`` (plus ``position`` or
-    ``partition``/``offset`` when the row order is not the delivery order). Judges the first delivery
-    of each committed id (see the module docstring). Each first delivery is compared with the highest
-    seq delivered before it for its key: ``non_monotonic`` when seq is not above it (``previous_seq``),
-    ``gap`` when seq jumps past the next one (``expected_seq``). A key's first delivered seq is not
+    ``partition``/``offset`` when the row order is not the delivery order; and ledger ``key`` and ``seq``
+    when some records are indeterminate). Judges the first delivery of each acknowledged committed id
+    (see the module docstring). Each first delivery is compared with the highest seq delivered before it
+    for its key: ``non_monotonic`` when seq is not above it (``previous_seq``), ``gap`` when seq jumps
+    past the next acknowledged one (``expected_seq``; the seqs of indeterminate records are no gap, and
+    where an indeterminate record was delivered is not judged). A key's first delivered seq is not
     judged (a missing head is the :class:`LostChecker`'s finding). Counts: ``keys``, ``checked``,
-    ``redeliveries_skipped``, ``uncommitted_skipped``, ``non_monotonic``, ``gaps``.
+    ``redeliveries_skipped``, ``uncommitted_skipped``, ``non_monotonic``, ``gaps``; ``data`` has
+    ``indeterminate_skipped`` (first deliveries of indeterminate records, not judged).
     """
 
     name = "per_key_order"
@@ -280,14 +325,16 @@ class PerKeyOrderChecker(_ColumnChecker):
         return f"PerKeyOrderChecker(allow_gaps={self.allow_gaps})"
 
     def _check(self, ledger: pd.DataFrame, output: pd.DataFrame) -> CheckResult:
+        fates = _Fates.of(ledger)
         order = _delivery_order(output)
         ids = _take(_ints(output, "id"), order)
         redelivered = _redeliveries(ids)
-        committed = np.isin(ids, _committed_ids(ledger))
+        committed = _isin(ids, fates.ids[~fates.aborted])
+        indeterminate = _isin(ids, fates.ids[fates.indeterminate]) & ~redelivered
         del ids  # at 10M records every dropped temporary is ~80 MB of peak memory
-        ranks = np.flatnonzero(committed & ~redelivered)  # delivery ranks of the judged records
+        ranks = np.flatnonzero(committed & ~redelivered & ~indeterminate)  # delivery ranks of the judged records
         rows = _rows_at(ranks, order)
-        codes, n_keys = _key_codes(output["key"])
+        codes, n_keys, key_values = _key_codes_and_values(output["key"])
         codes = codes[rows]
         by_key = _stable_group_order(codes, n_keys)
         keys = _sorted_codes(codes, n_keys)
@@ -297,7 +344,11 @@ class PerKeyOrderChecker(_ColumnChecker):
 
         previous, has_previous = _previous_max(keys, seqs)
         non_monotonic = np.flatnonzero(has_previous & (seqs <= previous))
-        gaps = np.flatnonzero(has_previous & (seqs > previous + 1)) if not self.allow_gaps else non_monotonic[:0]
+        if self.allow_gaps:
+            gaps, expected = non_monotonic[:0], previous[:0]
+        else:
+            excuses = _Excuses.of(ledger, fates, key_values, seqs)
+            gaps, expected = _gaps(keys, seqs, previous, has_previous, excuses)
 
         counts = {
             "keys": int(np.count_nonzero(~has_previous)),
@@ -309,8 +360,23 @@ class PerKeyOrderChecker(_ColumnChecker):
         }
         candidates = _ranked(
             "non_monotonic", output, ranks[by_key[non_monotonic]], order, previous_seq=previous[non_monotonic]
-        ) + _ranked("gap", output, ranks[by_key[gaps]], order, expected_seq=previous[gaps] + 1)
-        return _result(self.name, counts, non_monotonic.size + gaps.size, _first(candidates))
+        ) + _ranked("gap", output, ranks[by_key[gaps]], order, expected_seq=expected)
+        result = _result(self.name, counts, non_monotonic.size + gaps.size, _first(candidates))
+        result.data = {"indeterminate_skipped": int(np.count_nonzero(indeterminate))}
+        return result
+
+
+def _gaps(
+    keys: np.ndarray, seqs: np.ndarray, previous: np.ndarray, has_previous: np.ndarray, excuses: _Excuses | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions whose seq jumps past the next acknowledged one of their key, and the seq expected there."""
+    if excuses is None:
+        gaps = np.flatnonzero(has_previous & (seqs > previous + 1))
+        return gaps, previous[gaps] + 1
+    # Number the acknowledged records as if the indeterminate ones had never had a seq.
+    numbers = seqs - excuses.below(keys, seqs)
+    gaps = np.flatnonzero(has_previous & (numbers > _previous_max(keys, numbers)[0] + 1))
+    return gaps, excuses.next_owed(keys[gaps], previous[gaps] + 1)
 
 
 class AggregatorBatchChecker(_ColumnChecker):
@@ -326,9 +392,10 @@ class AggregatorBatchChecker(_ColumnChecker):
     also needs output ``emitted_at`` and ledger ``produced_at``: without them the other rules still run,
     and the verdict is False if they found something, else ``"unknown"`` (never a pass). Batches are
     emitted in order of ``emitted_at`` (ties and a missing column: first appearance in delivery order).
-    Size and contiguity count every row; the order and flush rules judge first deliveries of committed
-    records only, as in :class:`PerKeyOrderChecker` (a replayed record's age measures the replay, not
-    the flush).
+    Size and contiguity count every row; the order and flush rules judge first deliveries of acknowledged
+    committed records only, as in :class:`PerKeyOrderChecker` (a replayed record's age measures the
+    replay, not the flush; an indeterminate record's place and age are not known). ``data`` has
+    ``indeterminate_skipped`` (first deliveries of indeterminate records, not judged by those rules).
     """
 
     name = "aggregator_batch"
@@ -348,14 +415,16 @@ class AggregatorBatchChecker(_ColumnChecker):
 
     def _check(self, ledger: pd.DataFrame, output: pd.DataFrame) -> CheckResult:
         missing = _missing(output, ("emitted_at",), "output") + _missing(ledger, ("produced_at",), "ledger")
+        fates = _Fates.of(ledger)
         batches = _Emission.of(output)
-        eligible = batches.first_committed(_committed_ids(ledger))
+        eligible = batches.first_delivered(fates.ids[fates.acked])
+        indeterminate = batches.first_delivered(fates.ids[fates.indeterminate]).size
         redeliveries = int(np.count_nonzero(batches.redelivered))
         counts: dict[str, int] = {
             "batches": batches.count,
             "records": batches.rows.size,
             "redeliveries_skipped": redeliveries,
-            "uncommitted_skipped": batches.rows.size - redeliveries - eligible.size,
+            "uncommitted_skipped": batches.rows.size - redeliveries - eligible.size - indeterminate,
         }
         candidates = (
             self._sizes(batches, counts) + _non_contiguous(batches, counts) + _batch_orders(batches, eligible, counts)
@@ -364,6 +433,7 @@ class AggregatorBatchChecker(_ColumnChecker):
             candidates += self._flushes(batches, eligible, ledger, counts)
         found = sum(counts[k] for k in _AGGREGATOR_FINDINGS if k in counts)
         result = _result(self.name, counts, found, _first(candidates))
+        result.data = {"indeterminate_skipped": indeterminate}
         if missing:
             result.error = "; ".join(missing) + ": flush latency not checked"
             result.valid = False if found else UNKNOWN
@@ -458,9 +528,9 @@ class _Emission:
         """Emission position of each batch's first row, by emission rank."""
         return np.searchsorted(self.batch, np.arange(self.count))
 
-    def first_committed(self, committed_ids: np.ndarray) -> np.ndarray:
-        """Emission positions of first deliveries of committed records (what the order rules judge)."""
-        return np.flatnonzero(~self.redelivered & np.isin(self.ids, committed_ids))
+    def first_delivered(self, wanted_ids: np.ndarray) -> np.ndarray:
+        """Emission positions of first deliveries of ``wanted_ids`` (acknowledged ones: what the order rules judge)."""
+        return np.flatnonzero(~self.redelivered & _isin(self.ids, wanted_ids))
 
 
 def _batch_ranks(output: pd.DataFrame, delivery: np.ndarray, codes: np.ndarray, n_batches: int) -> np.ndarray:
@@ -536,9 +606,7 @@ def _cross_batch(
 
 
 def _produced_at(ledger: pd.DataFrame, ids: np.ndarray) -> np.ndarray:
-    where = pd.Index(_ints(ledger, "id")).get_indexer(ids)
-    if (where < 0).any():
-        raise ValueError("ids missing from the ledger")
+    where = _positions(_ints(ledger, "id"), ids)
     produced = ledger["produced_at"].to_numpy(dtype=np.float64)[where]
     if np.isnan(produced).any():
         raise ValueError(f"ledger.produced_at has {int(np.isnan(produced).sum())} missing values")
@@ -600,30 +668,156 @@ def _floats(frame: pd.DataFrame, column: str, rows: np.ndarray) -> np.ndarray:
     return values
 
 
-def _committed_ids(ledger: pd.DataFrame) -> np.ndarray:
-    return _ints(ledger, "id")[~_bools(ledger, "aborted")]
+@dataclass
+class _Fates:
+    """Each ledger record's fate, row by row: ``acked`` (owed), ``indeterminate`` or ``aborted`` (exactly one)."""
+
+    ids: np.ndarray
+    acked: np.ndarray
+    indeterminate: np.ndarray
+    aborted: np.ndarray
+
+    @classmethod
+    def of(cls, ledger: pd.DataFrame) -> _Fates:
+        ids = _ints(ledger, "id")
+        aborted = _bools(ledger, "aborted")
+        if "status" not in ledger.columns:
+            return cls(ids, ~aborted, np.zeros(ids.size, dtype=bool), aborted)
+        codes, statuses = pd.factorize(ledger["status"])  # one hashing pass, not one comparison per status
+        strange = [str(s) for s in statuses if s not in _STATUSES] + (["<missing>"] if (codes < 0).any() else [])
+        if strange:
+            raise ValueError(f"column 'status' has values {strange}; a ledger status is one of {', '.join(_STATUSES)}")
+        code = {status: i for i, status in enumerate(statuses)}
+        aborted = aborted | (codes == code.get("aborted", -1))
+        indeterminate = (codes == code.get("indeterminate", -1)) & ~aborted
+        return cls(ids, ~aborted & ~indeterminate, indeterminate, aborted)
+
+
+def _accounting(fates: _Fates, delivered: np.ndarray, output_ids: np.ndarray) -> dict[str, int]:
+    """Jepsen's set accounting: ledger records by fate and delivery (``delivered`` per ledger row), output ids."""
+    repeated = _repeated(output_ids)
+    unknown = ~_isin(output_ids, fates.ids)
+    return {
+        "attempted": int(np.count_nonzero(~fates.aborted)),
+        "acknowledged": int(np.count_nonzero(fates.acked)),
+        "indeterminate": int(np.count_nonzero(fates.indeterminate)),
+        "aborted": int(np.count_nonzero(fates.aborted)),
+        "ok": int(np.count_nonzero(fates.acked & delivered)),
+        "recovered": int(np.count_nonzero(fates.indeterminate & delivered)),
+        "unrecovered": int(np.count_nonzero(fates.indeterminate & ~delivered)),
+        "lost": int(np.count_nonzero(fates.acked & ~delivered)),
+        "duplicated": int(np.unique(output_ids[repeated]).size),
+        "unexpected": int(np.unique(output_ids[unknown]).size),
+        "aborted_read": int(np.count_nonzero(fates.aborted & delivered)),
+    }
+
+
+class _Excuses:
+    """Per key, the seqs of indeterminate records: the order checker numbers acknowledged records without them.
+
+    Keys are the output's key codes (``key_values`` maps a code to its key), so nothing hashes every ledger
+    key; (code, seq) pairs are packed into one sortable int.
+    """
+
+    def __init__(self, held: np.ndarray, low: int, span: int) -> None:
+        self.held = held  # sorted unique packed (code, seq) of the indeterminate records
+        self.low = low
+        self.span = span
+        # Each held value's run of consecutive held seqs ends before ``run_end`` (the next seq not held); a run
+        # never crosses into the next key, whose packed values start above every seq plus one.
+        last = np.append(np.flatnonzero(np.diff(held) != 1), held.size - 1) if held.size else held
+        self.run_end = np.repeat(held[last] + 1, np.diff(np.append(-1, last)))
+
+    @classmethod
+    def of(cls, ledger: pd.DataFrame, fates: _Fates, key_values: pd.Index, seqs: np.ndarray) -> _Excuses | None:
+        """None when no record is indeterminate (nothing to excuse); ``seqs`` are the seqs to be numbered."""
+        if not fates.indeterminate.any():
+            return None
+        missing = _missing(ledger, ("key", "seq"), "ledger")
+        if missing:
+            raise ValueError("; ".join(missing) + " (needed to number records around the indeterminate ones)")
+        rows = np.flatnonzero(fates.indeterminate)
+        codes = key_values.get_indexer(ledger["key"].iloc[rows].to_numpy())
+        held_seqs = _ints(ledger, "seq")[rows][codes >= 0]  # a key never delivered has nothing to excuse
+        codes = codes[codes >= 0]
+        low = min(0, int(seqs.min(initial=0)), int(held_seqs.min(initial=0)))
+        span = max(int(seqs.max(initial=0)), int(held_seqs.max(initial=0))) - low + 2
+        if (len(key_values) + 1) * span >= _PACK_LIMIT:
+            raise ValueError("seqs too large to number records around the indeterminate ones")
+        return cls(np.unique(codes.astype(np.int64) * span + (held_seqs - low)), low, span)
+
+    def _pack(self, codes: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        return codes * self.span + (seqs - self.low)
+
+    def below(self, codes: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """Per (key code, seq): how many indeterminate records of that key have a lower seq."""
+        n_codes = int(codes.max(initial=-1)) + 1
+        first = np.searchsorted(self.held, np.arange(n_codes, dtype=np.int64) * self.span)  # per key code
+        return np.searchsorted(self.held, self._pack(codes, seqs)) - first[codes]
+
+    def next_owed(self, codes: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """Per (key code, seq): the first seq from ``seqs`` on that no indeterminate record of the key has."""
+        packed = self._pack(codes, seqs)
+        at = np.searchsorted(self.held, packed)
+        hit = np.flatnonzero(at < self.held.size)
+        hit = hit[self.held[at[hit]] == packed[hit]]
+        owed = seqs.copy()
+        owed[hit] += self.run_end[at[hit]] - packed[hit]
+        return owed
+
+
+def _isin(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
+    """``np.isin(values, universe)`` for int arrays; dense ids (the workload's) use a lookup table, not a sort."""
+    if values.size == 0 or universe.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    low = min(int(values.min()), int(universe.min()))
+    span = max(int(values.max()), int(universe.max())) - low + 1
+    if span > 4 * (values.size + universe.size) + 1024:
+        return np.isin(values, universe)
+    table = np.zeros(span, dtype=bool)
+    table[universe - low] = True
+    return table[values - low]
+
+
+def _positions(universe: np.ndarray | pd.Index, wanted: np.ndarray) -> np.ndarray:
+    """Position in ``universe`` (unique ints; an Index is reused as is) of each ``wanted`` id; all must be there."""
+    index = universe if isinstance(universe, pd.Index) else pd.Index(universe)
+    where = index.get_indexer(wanted)
+    if (where < 0).any():
+        raise ValueError("ids missing from the ledger")
+    return where
 
 
 def _codes(values: pd.Series) -> tuple[np.ndarray, int]:
     """Dense int codes in order of first appearance; a missing value is a group of its own."""
+    return _codes_and_values(values)[:2]
+
+
+def _codes_and_values(values: pd.Series) -> tuple[np.ndarray, int, pd.Index]:
+    """:func:`_codes`, and the value of each code (a missing value's code, the last, has none)."""
     # The NA sentinel is then remapped by hand: use_na_sentinel=False costs an extra pass over the data.
     codes, uniques = pd.factorize(values)
     codes = codes.astype(np.int64, copy=False)
     missing = codes < 0
     if missing.any():
         codes[missing] = len(uniques)
-        return codes, len(uniques) + 1
-    return codes, len(uniques)
+        return codes, len(uniques) + 1, pd.Index(uniques)
+    return codes, len(uniques), pd.Index(uniques)
 
 
 def _key_codes(keys: pd.Series) -> tuple[np.ndarray, int]:
     """Int codes for keys; categorical keys reuse their codes, which skips hashing every string."""
+    return _key_codes_and_values(keys)[:2]
+
+
+def _key_codes_and_values(keys: pd.Series) -> tuple[np.ndarray, int, pd.Index]:
+    """:func:`_key_codes`, and the key of each code (a missing key's code, the last, has none)."""
     if isinstance(keys.dtype, pd.CategoricalDtype):
         codes = keys.cat.codes.to_numpy().astype(np.int64)
         n = len(keys.cat.categories)
         codes[codes < 0] = n
-        return codes, n + 1
-    return _codes(keys)
+        return codes, n + 1, pd.Index(keys.cat.categories)
+    return _codes_and_values(keys)
 
 
 def _delivery_order(output: pd.DataFrame) -> np.ndarray | None:

@@ -2,7 +2,8 @@
 
 End-to-end latency is ``visible_at - produced_at`` per record (first delivery);
 throughput is deliveries per second; backlog at second *t* is acknowledged
-records minus delivered ones; recovery time after a fault is how long after it
+records minus the delivered ones among them (an indeterminate record that was
+recovered, or an unexpected one, drains no backlog); recovery time after a fault is how long after it
 stopped the throughput is back within 10% of its pre-fault level and the
 backlog is drained (to its pre-fault level).
 """
@@ -29,18 +30,25 @@ def latency_ms(output: pd.DataFrame) -> dict[str, float | None]:
 
 
 def per_second(output: pd.DataFrame, ledger: pd.DataFrame, origin: float) -> pd.DataFrame:
-    """One row per second since ``origin``: delivered, acknowledged (cumulative) and backlog."""
+    """One row per second since ``origin``: delivered, acknowledged (cumulative) and backlog.
+
+    ``delivered`` counts every first delivery; ``backlog`` is acknowledged records not yet delivered.
+    """
     first = output.drop_duplicates("id")
-    acked = ledger.loc[ledger["status"] == "acked", "acked_at"].dropna().to_numpy()
+    owed = ledger.loc[ledger["status"] == "acked"]
+    acked = owed["acked_at"].dropna().to_numpy()
     visible = first["visible_at"].to_numpy()
+    visible_owed = first.loc[first["id"].isin(owed["id"]), "visible_at"].to_numpy()
     end = max([origin + 1, *(visible.max(initial=origin),), *(acked.max(initial=origin),)])
     seconds = np.arange(0, int(np.ceil(end - origin)) + 1)
     edges = origin + seconds
-    delivered = np.histogram(visible, bins=np.append(edges, edges[-1] + 1))[0]
+    bins = np.append(edges, edges[-1] + 1)
+    delivered = np.histogram(visible, bins=bins)[0]
     acked_cum = np.searchsorted(np.sort(acked), edges + 1, side="left")
     delivered_cum = np.cumsum(delivered)
+    owed_delivered_cum = np.cumsum(np.histogram(visible_owed, bins=bins)[0])
     return pd.DataFrame({"second": seconds, "delivered": delivered, "acked_total": acked_cum,
-                         "delivered_total": delivered_cum, "backlog": np.maximum(acked_cum - delivered_cum, 0)})
+                         "delivered_total": delivered_cum, "backlog": np.maximum(acked_cum - owed_delivered_cum, 0)})
 
 
 def recovery_times(timeline: pd.DataFrame, history: list[dict[str, Any]], origin: float,

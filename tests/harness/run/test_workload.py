@@ -10,7 +10,8 @@ import pytest
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.kafka_clients import create_topic, read_topic
-from streamcert.harness.run.workload import HEADER_BYTES, Ledger, WorkloadSpec, decode_values, encode_value, load_topic, plan
+from streamcert.harness.run.workload import (HEADER_BYTES, Deliveries, Ledger, WorkloadSpec, decode_values,
+                                             encode_value, load_topic, plan, produce_record, record_id_of)
 
 
 def test_same_seed_same_plan_other_seed_other_plan():
@@ -74,7 +75,73 @@ def test_ledger_round_trips_through_parquet_with_its_spec(tmp_path):
     back = Ledger.read(path)
     pd.testing.assert_frame_equal(back.frame, frame)
     assert back.spec == spec and back.topic == "topic-a"
-    assert back.for_checkers()["id"].tolist() == [0, 1]  # indeterminate left out
+    checked = back.for_checkers()
+    # indeterminate records go to the checkers too, with their status: known, never owed
+    assert checked["id"].tolist() == [0, 1, 2]
+    assert list(checked.columns) == ["id", "key", "seq", "produced_at", "aborted", "status"]
+    assert checked["status"].tolist() == ["acked", "acked", "indeterminate"]
+
+
+def test_ledger_from_deliveries_gives_each_record_its_status():
+    records = plan(WorkloadSpec(total=6, keys=2, partitions=2))
+    deliveries = Deliveries(6)
+    for record_id in range(5):  # record 5 is never sent
+        deliveries.sent(record_id, 10.0 + record_id)
+    deliveries.report(0, None, 7, 20.0)
+    deliveries.report(1, "timed out", None, 21.0)  # a failed report: maybe written, maybe not
+    deliveries.report(2, None, 8, 22.0)
+    deliveries.report(3, None, 9, 23.0)  # acked, but in an aborted transaction
+    # 4: sent, no report at all (the flush gave up)
+    aborted = np.array([False, False, False, True, False, False])
+    ledger = Ledger.from_deliveries(records, deliveries, None, "t", aborted=aborted)
+    frame = ledger.frame
+    assert list(frame.columns) == list(Ledger.COLUMNS)
+    assert frame["status"].tolist() == ["acked", "indeterminate", "acked", "aborted", "indeterminate", "indeterminate"]
+    assert frame["seq"].tolist() == [s if i != 3 else -1 for i, s in enumerate(records["seq"])]
+    assert frame["offset"].tolist() == [7, -1, 8, 9, -1, -1]
+    assert frame["acked_at"].tolist()[:1] == [20.0] and np.isnan(frame["acked_at"][1])
+    assert frame["aborted"].tolist() == aborted.tolist()
+    sent = Ledger.from_deliveries(records, deliveries, rows=np.flatnonzero(~np.isnan(deliveries.produced_at)))
+    assert sent.frame["id"].tolist() == [0, 1, 2, 3, 4]
+    assert sent.frame["status"].tolist() == ["acked", "indeterminate", "acked", "acked", "indeterminate"]
+
+
+class _FullQueueProducer:
+    """A producer whose queue is full for the first ``full`` produce() calls."""
+
+    def __init__(self, full: int) -> None:
+        self.full = full
+        self.calls: list[tuple] = []
+
+    def produce(self, topic, **kwargs) -> None:
+        self.calls.append(("produce", topic, kwargs["value"], kwargs["partition"]))
+        if self.full:
+            self.full -= 1
+            raise BufferError("Local: Queue full")
+
+    def poll(self, timeout) -> int:
+        self.calls.append(("poll", timeout))
+        return 0
+
+
+def test_produce_record_serves_deliveries_while_the_queue_is_full():
+    producer = _FullQueueProducer(full=2)
+    produce_record(producer, "t", b"v", b"k", 3, print, full_queue_timeout=5.0, drain_s=0.01)
+    assert producer.calls == [("produce", "t", b"v", 3), ("poll", 0.01)] * 2 + [("produce", "t", b"v", 3)]
+
+
+def test_produce_record_tries_once_by_default_and_gives_up_at_its_timeout():
+    producer = _FullQueueProducer(full=1)
+    with pytest.raises(BufferError):
+        produce_record(producer, "t", b"v", None, 0, print)
+    assert producer.calls == [("produce", "t", b"v", 0), ("poll", 0.0)]
+    with pytest.raises(BufferError):
+        produce_record(_FullQueueProducer(full=10**9), "t", b"v", None, 0, print, full_queue_timeout=0.2,
+                       drain_s=0.01)
+
+
+def test_record_id_of_reads_the_header():
+    assert record_id_of(encode_value(123456789, 4, 1.0, 64)) == 123456789
 
 
 def test_ledger_refuses_frames_without_its_columns():

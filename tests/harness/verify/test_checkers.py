@@ -28,9 +28,16 @@ from streamcert.harness.verify.checkers import (
 # Builders
 
 
-def make_ledger(keys: str, aborted: tuple[int, ...] = (), start: float = 100.0) -> pd.DataFrame:
-    """One record per character of ``keys`` (id = position), seq counted per key over committed records."""
+def make_ledger(
+    keys: str, aborted: tuple[int, ...] = (), start: float = 100.0, indeterminate: tuple[int, ...] = ()
+) -> pd.DataFrame:
+    """One record per character of ``keys`` (id = position), seq counted per key over committed records.
+
+    ``status`` is ``aborted`` for ``aborted`` ids, ``indeterminate`` for ``indeterminate`` ids (numbered like
+    acknowledged ones, as the workload's plan numbers them before anything is produced), else ``acked``.
+    """
     aborted_mask = np.isin(np.arange(len(keys)), aborted)
+    indeterminate_mask = np.isin(np.arange(len(keys)), indeterminate) & ~aborted_mask
     seqs, seen = [], {}
     for key, is_aborted in zip(keys, aborted_mask, strict=True):
         seqs.append(seen.get(key, 0))
@@ -43,6 +50,7 @@ def make_ledger(keys: str, aborted: tuple[int, ...] = (), start: float = 100.0) 
             "seq": np.array(seqs, dtype=np.int64),
             "produced_at": start + np.arange(len(keys), dtype=np.float64),
             "aborted": aborted_mask,
+            "status": np.where(aborted_mask, "aborted", np.where(indeterminate_mask, "indeterminate", "acked")),
         }
     )
 
@@ -524,6 +532,231 @@ def test_aggregator_violations_are_capped_and_in_emission_order():
 
 
 # --------------------------------------------------------------------------------------------------
+# Indeterminate input: attempted, never acknowledged; recovered when delivered once (Jepsen's set checker)
+
+# ABC with id 5 (key a, seq 2 of 0..3) indeterminate: a's acknowledged records are ids 0, 1, 8 (seq 0, 1, 3).
+HELD = 5
+ONCE = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+TWICE = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 5]
+NEVER = [0, 1, 2, 3, 4, 6, 7, 8, 9]
+FATES = {"once": ONCE, "twice": TWICE, "never": NEVER}
+
+
+def held_ledger() -> pd.DataFrame:
+    return make_ledger(ABC, indeterminate=(HELD,))
+
+
+def acked_ledger() -> pd.DataFrame:
+    """The same ledger with every record acknowledged: what the checkers judge without the status."""
+    return make_ledger(ABC)
+
+
+@pytest.mark.parametrize("fate", FATES)
+def test_lost_never_owes_an_indeterminate_record(fate):
+    ledger = held_ledger()
+    result = LostChecker().check(ledger, deliver(ledger, FATES[fate]))
+    assert result.valid is True
+    assert result.counts == {"acknowledged": 9, "delivered": 9, "lost": 0}
+
+
+def test_lost_still_finds_acknowledged_records_missing_next_to_an_indeterminate_one():
+    ledger = held_ledger()
+    result = LostChecker().check(ledger, deliver(ledger, [0, 2, 3, 4, 6, 7, 8, 9]))
+    assert result.valid is False
+    assert result.counts == {"acknowledged": 9, "delivered": 8, "lost": 1}
+    assert result.violations == [{"kind": "lost", "id": 1, "key": "a", "seq": 1, "ledger_row": 1}]
+
+
+@pytest.mark.parametrize(
+    ("fate", "recovered", "unrecovered", "duplicated"),
+    [("once", 1, 0, 0), ("twice", 1, 0, 1), ("never", 0, 1, 0)],
+)
+def test_lost_reports_the_jepsen_set_accounting(fate, recovered, unrecovered, duplicated):
+    ledger = make_ledger(ABC, aborted=(9,), indeterminate=(HELD,))
+    output = deliver(ledger, [i for i in FATES[fate] if i != 3] + [42])  # 3 lost, 42 unexpected
+    result = LostChecker().check(ledger, output)
+    assert result.data == {
+        "attempted": 9,
+        "acknowledged": 8,
+        "indeterminate": 1,
+        "aborted": 1,
+        "ok": 7,
+        "recovered": recovered,
+        "unrecovered": unrecovered,
+        "lost": 1,
+        "duplicated": duplicated,
+        "unexpected": 1,
+        "aborted_read": 1,
+    }
+    assert json.loads(json.dumps(result.to_dict()))["data"] == result.data
+
+
+def test_the_accounting_without_a_status_column_counts_every_committed_record_acknowledged():
+    ledger = held_ledger().drop(columns="status")
+    result = LostChecker().check(ledger, deliver(ledger, NEVER))
+    assert result.valid is False and result.counts["lost"] == 1
+    assert result.data["acknowledged"] == 10 and result.data["indeterminate"] == 0
+
+
+@pytest.mark.parametrize(("fate", "valid"), [("once", True), ("twice", False), ("never", True)])
+def test_duplicate_reports_an_indeterminate_record_delivered_twice(fate, valid):
+    ledger = held_ledger()
+    result = DuplicateChecker().check(ledger, deliver(ledger, FATES[fate]))
+    assert result.valid is valid
+    if not valid:
+        assert result.counts == {"deliveries": 11, "duplicated_ids": 1, "extra_deliveries": 1}
+        assert result.violations == [
+            {"kind": "duplicate", "id": HELD, "key": "a", "seq": 2, "row": 10, "deliveries": 2, "first_row": 5}
+        ]
+
+
+@pytest.mark.parametrize("fate", FATES)
+def test_unexpected_knows_indeterminate_records(fate):
+    ledger = held_ledger()
+    output = deliver(ledger, FATES[fate])
+    result = UnexpectedChecker().check(ledger, output)
+    assert result.valid is True
+    assert result.counts == {"deliveries": len(FATES[fate]), "unexpected": 0, "unexpected_ids": 0}
+
+
+@pytest.mark.parametrize("fate", FATES)
+def test_aborted_read_ignores_indeterminate_records(fate):
+    ledger = held_ledger()
+    result = AbortedReadChecker().check(ledger, deliver(ledger, FATES[fate]))
+    assert result.valid is True and result.counts["aborted"] == 0
+
+
+def test_a_record_whose_status_is_aborted_is_aborted_even_without_the_flag():
+    ledger = held_ledger()
+    ledger.loc[7, "status"] = "aborted"
+    result = AbortedReadChecker().check(ledger, deliver(ledger, ONCE))
+    assert result.valid is False and ids_of(result) == [7]
+    lost = LostChecker().check(ledger, deliver(ledger, [i for i in ONCE if i != 7]))
+    assert lost.valid is True and lost.counts["acknowledged"] == 8
+
+
+def test_an_unknown_status_makes_the_checkers_that_read_it_unknown():
+    ledger = held_ledger()
+    ledger.loc[3, "status"] = "maybe"
+    ledger.loc[4, "status"] = None
+    output = good_batches(ledger)
+    for checker in (LostChecker(), AbortedReadChecker(), PerKeyOrderChecker(), AGG):
+        result = checker.check(ledger, output)
+        assert result.valid == UNKNOWN, checker
+        assert "'maybe'" in result.error and "<missing>" in result.error
+
+
+@pytest.mark.parametrize("fate", FATES)
+def test_order_neither_judges_nor_misses_an_indeterminate_record(fate):
+    ledger = held_ledger()
+    result = PerKeyOrderChecker().check(ledger, deliver(ledger, FATES[fate]))
+    assert result.valid is True, result.violations
+    assert result.counts == {
+        "keys": 3,
+        "checked": 9,
+        "redeliveries_skipped": 1 if fate == "twice" else 0,
+        "uncommitted_skipped": 0,
+        "non_monotonic": 0,
+        "gaps": 0,
+    }
+    assert result.data == {"indeterminate_skipped": 0 if fate == "never" else 1}
+
+
+def test_order_with_a_missing_indeterminate_record_fails_once_it_is_acknowledged():
+    """The same output: no gap where the record was indeterminate, a gap where it was acknowledged."""
+    output = deliver(acked_ledger(), NEVER)
+    assert PerKeyOrderChecker().check(held_ledger(), output).valid is True
+    result = PerKeyOrderChecker().check(acked_ledger(), output)
+    assert result.valid is False and result.counts["gaps"] == 1
+    assert result.violations == [{"kind": "gap", "id": 8, "key": "a", "seq": 3, "row": 7, "expected_seq": 2}]
+
+
+def test_order_does_not_judge_where_an_indeterminate_record_was_delivered():
+    # 5 (a's seq 2) arrives after 8 (a's seq 3): out of place if acknowledged, unknown place if indeterminate.
+    ids = [0, 1, 2, 3, 4, 6, 7, 8, 5, 9]
+    assert PerKeyOrderChecker().check(held_ledger(), deliver(held_ledger(), ids)).valid is True
+    result = PerKeyOrderChecker().check(acked_ledger(), deliver(acked_ledger(), ids))
+    assert result.valid is False and [v["id"] for v in result.violations] == [8, 5]
+
+
+def test_order_still_finds_gaps_and_regressions_among_acknowledged_records():
+    ledger = make_ledger("aaaaaaa", indeterminate=(1, 2, 5))
+    # acknowledged: 0, 3, 4, 6 (seq 0, 3, 4, 6). 4 is missing: 3 -> 6 skips it; 3 then comes again late.
+    result = PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 1, 6, 3]))
+    assert result.valid is False
+    assert result.counts["gaps"] == 1 and result.counts["non_monotonic"] == 1
+    assert result.violations == [
+        {"kind": "gap", "id": 6, "key": "a", "seq": 6, "row": 2, "expected_seq": 3},
+        {"kind": "non_monotonic", "id": 3, "key": "a", "seq": 3, "row": 3, "previous_seq": 6},
+    ]
+    assert PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 3, 4, 6])).valid is True
+    # the expected seq skips the indeterminate seqs after the previous one (1 and 2 after 0)
+    gap = PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 4, 6]))
+    assert gap.violations == [{"kind": "gap", "id": 4, "key": "a", "seq": 4, "row": 1, "expected_seq": 3}]
+
+
+def test_order_excuses_indeterminate_records_key_by_key():
+    # a: 0, 2 (indeterminate), 4;  b: 1, 3, 5. b's seq 1 (id 3) is missing: a gap; a's is excused.
+    ledger = make_ledger("ababab", indeterminate=(2,))
+    result = PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 1, 4, 5]))
+    assert result.counts["gaps"] == 1
+    assert result.violations == [{"kind": "gap", "id": 5, "key": "b", "seq": 2, "row": 3, "expected_seq": 1}]
+
+
+def test_order_without_ledger_seqs_cannot_excuse_and_is_unknown():
+    ledger = held_ledger().drop(columns="seq")
+    result = PerKeyOrderChecker().check(ledger, deliver(held_ledger(), NEVER))
+    assert result.valid == UNKNOWN and "'seq' in ledger" in result.error
+
+
+@pytest.mark.parametrize("fate", FATES)
+def test_aggregator_neither_judges_nor_misses_an_indeterminate_record(fate):
+    ledger = held_ledger()
+    layout = {
+        "once": [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 5, 6], 106.0), ("b3", [7, 9, 8], 109.0)],
+        "twice": [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 5, 6], 106.0), ("b3", [7, 9, 8, 5], 109.0)],
+        "never": [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 6], 106.0), ("b3", [7, 9, 8], 109.0)],
+    }[fate]
+    result = AGG.check(ledger, batches(ledger, layout))
+    assert result.valid is True, result.violations
+    assert result.counts["uncommitted_skipped"] == 0
+    assert result.data == {"indeterminate_skipped": 0 if fate == "never" else 1}
+
+
+def test_aggregator_does_not_judge_the_place_nor_the_age_of_an_indeterminate_record():
+    # 5 (a's seq 2, produced at 105) goes out after 8 (a's seq 3) in b3, emitted at 109: 4 s old, limit 3.5 s.
+    layout = [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 6], 106.0), ("b3", [7, 9, 8, 5], 109.0)]
+    result = AGG.check(held_ledger(), batches(held_ledger(), layout))
+    assert result.valid is True, result.violations
+    assert result.counts["batch_order"] == 0 and result.counts["late_flushes"] == 0
+    acked = AGG.check(acked_ledger(), batches(acked_ledger(), layout))
+    assert acked.valid is False
+    assert acked.counts["batch_order"] == 1 and acked.counts["late_flushes"] == 1
+
+
+def test_order_with_indeterminate_records_only_in_keys_never_delivered():
+    ledger = make_ledger("aabbb", indeterminate=(3,))
+    assert PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 1])).valid is True
+    result = PerKeyOrderChecker().check(ledger, deliver(ledger, [1, 0]))
+    assert result.counts["non_monotonic"] == 1 and result.counts["gaps"] == 0
+
+
+@pytest.mark.parametrize(("fate", "valid"), [("once", True), ("twice", False), ("never", True)])
+def test_the_exactly_once_set_on_indeterminate_input(fate, valid):
+    """The scenario's path: the workload's ledger through ``for_checkers``, every exactly-once checker."""
+    from streamcert.harness.run.workload import Ledger
+
+    frame = held_ledger().assign(
+        partition=np.int32(0), offset=np.arange(10), acked_at=np.where(np.arange(10) == HELD, np.nan, 200.0)
+    )
+    ledger = Ledger(frame)
+    assert ledger.counts() == {"acked": 9, "indeterminate": 1}
+    results = run_checks(exactly_once_checkers(), ledger.for_checkers(), deliver(frame, FATES[fate]))
+    assert combined_valid(results) is valid
+    assert [r.name for r in results if r.valid is not True] == ([] if valid else ["duplicate"])
+
+
+# --------------------------------------------------------------------------------------------------
 # Missing columns and crashes: unknown, never a pass
 
 
@@ -645,3 +878,42 @@ def _gaps_by_runs(ledger, delivered):
     """Reference count: per key, jumps of more than one between consecutive delivered seqs."""
     seqs = ledger[ledger.id.isin(delivered)].sort_values("id").groupby("key")["seq"]
     return int(sum((np.diff(s.to_numpy()) > 1).sum() for _, s in seqs))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_ledger_with_indeterminate_records_delivered_once_twice_or_never(seed):
+    rng = np.random.default_rng(seed)
+    n = 5_000
+    held = rng.choice(n, 300, replace=False)
+    aborted = rng.choice(np.setdiff1d(np.arange(n), held), 20, replace=False)
+    ledger = make_ledger([f"k{c}" for c in rng.integers(0, 100, n)], aborted=tuple(aborted), indeterminate=tuple(held))
+    fate = rng.integers(0, 3, held.size)  # how often each indeterminate record is delivered: 0, 1 or 2 times
+    acked = ledger.loc[ledger.status == "acked", "id"].to_numpy()
+    lost = rng.choice(acked, 15, replace=False)
+    # Acknowledged records in order; indeterminate ones anywhere, a second copy of some anywhere too.
+    ids = acked[~np.isin(acked, lost)].tolist()
+    for record_id in np.concatenate([held[fate >= 1], held[fate == 2]]):
+        ids.insert(int(rng.integers(0, len(ids) + 1)), int(record_id))
+    output = deliver(ledger, ids)
+
+    results = {r.name: r for r in run_checks(exactly_once_checkers(), ledger, output)}
+    assert results["lost"].counts == {"acknowledged": acked.size, "delivered": acked.size - 15, "lost": 15}
+    assert sorted(ids_of(results["lost"])) == np.sort(lost)[:MAX_VIOLATIONS].tolist()
+    accounting = results["lost"].data
+    assert (accounting["recovered"], accounting["unrecovered"]) == ((fate >= 1).sum(), (fate == 0).sum())
+    assert accounting["duplicated"] == (fate == 2).sum() and accounting["attempted"] == n - 20
+    assert results["duplicate"].counts["extra_deliveries"] == (fate == 2).sum()
+    assert set(ids_of(results["duplicate"])) <= set(held[fate == 2].tolist())
+    assert results["unexpected"].valid is True and results["aborted_read"].valid is True
+    order = results["per_key_order"]
+    assert order.counts["non_monotonic"] == 0 and order.counts["checked"] == acked.size - 15
+    assert order.data == {"indeterminate_skipped": (fate >= 1).sum()}
+    assert order.counts["gaps"] == _gaps_among_acknowledged(ledger, lost)
+
+
+def _gaps_among_acknowledged(ledger, lost):
+    """Reference count: per key, jumps of more than one between the ranks of delivered acknowledged records."""
+    acked = ledger[ledger.status == "acked"].sort_values("seq")
+    ranks = acked.groupby("key").cumcount()
+    delivered = ranks[~acked.id.isin(lost)].groupby(acked.key[~acked.id.isin(lost)])
+    return int(sum((np.diff(np.sort(r.to_numpy())) > 1).sum() for _, r in delivered))

@@ -26,6 +26,18 @@ def test_timeline_counts_and_backlog():
     assert timeline["backlog"].tolist()[:3] == [2, 1, 0]
 
 
+def test_backlog_is_drained_by_acknowledged_records_only():
+    origin = 1000.0
+    ledger = _ledger(origin + np.array([0.1, 0.2, np.nan]))
+    ledger.loc[2, "status"] = "indeterminate"
+    # second 0: the indeterminate record 2 (recovered) and an unexpected 7 arrive; second 1: 0 and 1 do.
+    output = pd.DataFrame({"id": [2, 7, 0, 1], "visible_at": origin + np.array([0.3, 0.4, 1.1, 1.2])})
+    timeline = per_second(output, ledger, origin)
+    assert timeline["delivered"].tolist()[:2] == [2, 2]
+    assert timeline["acked_total"].tolist()[:2] == [2, 2]
+    assert timeline["backlog"].tolist()[:2] == [2, 0]
+
+
 def test_recovery_is_measured_from_fault_stop_until_rate_and_backlog_are_back():
     origin = 0.0
     # 100/s acknowledged throughout; delivered 100/s, nothing during a fault from 10 to 15 s, then a catch-up
