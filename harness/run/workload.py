@@ -269,21 +269,25 @@ class Ledger:
     @classmethod
     def from_deliveries(cls, records: pd.DataFrame, deliveries: Deliveries, spec: WorkloadSpec | None = None,
                         topic: str | None = None, *, rows: np.ndarray | None = None,
-                        aborted: np.ndarray | None = None) -> "Ledger":
+                        aborted: np.ndarray | None = None, failed: np.ndarray | None = None) -> "Ledger":
         """The ledger of ``records`` (a :func:`plan`, or a slice of one: ``id``, ``key``, ``seq``, ``partition``,
         one row per id from 0) from what the producer reported in ``deliveries``.
 
         ``rows`` picks the records to keep (default: all; an open-loop run keeps the ones it sent), ``aborted``
-        (per record of ``records``) marks those of aborted transactions: status ``aborted`` and seq -1. Of the
-        others, a record acknowledged without a failure is ``acked``, any other is ``indeterminate`` (a failed or
+        (per record of ``records``) marks those of transactions the plan aborts: status ``aborted`` and seq -1;
+        ``failed`` those of transactions planned to commit whose commit failed (and which were aborted then):
+        status ``aborted`` with their planned seq kept, so the order checker numbers their key's acknowledged
+        records around them instead of calling the hole a gap. Of the others, a record acknowledged without a failure is ``acked``, any other is ``indeterminate`` (a failed or
         missing delivery report may still have been written: never call it lost, nor unexpected).
         """
         rows = np.arange(len(records)) if rows is None else np.asarray(rows)
-        aborted = np.zeros(len(rows), dtype=bool) if aborted is None else np.asarray(aborted, dtype=bool)[rows]
+        planned = np.zeros(len(rows), dtype=bool) if aborted is None else np.asarray(aborted, dtype=bool)[rows]
+        failed = np.zeros(len(rows), dtype=bool) if failed is None else np.asarray(failed, dtype=bool)[rows]
+        aborted = planned | failed
         acked = deliveries.acked()[rows]
         frame = pd.DataFrame({
             "id": records["id"].to_numpy()[rows], "key": records["key"].to_numpy()[rows],
-            "seq": np.where(aborted, -1, records["seq"].to_numpy()[rows]),
+            "seq": np.where(planned, -1, records["seq"].to_numpy()[rows]),
             "partition": records["partition"].to_numpy()[rows], "offset": deliveries.offsets[rows],
             "produced_at": deliveries.produced_at[rows], "acked_at": deliveries.acked_at[rows],
             "aborted": aborted, "status": np.where(aborted, "aborted", np.where(acked, "acked", "indeterminate")),
@@ -394,8 +398,8 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
             _end_transaction(producer, bool(aborted_plan[n - 1]), timeout, txn_failed, current_txn)
         producer.flush(timeout)
 
-    return Ledger.from_deliveries(records, deliveries, spec, topic,
-                                  aborted=aborted_plan | np.isin(txns, list(txn_failed)))
+    return Ledger.from_deliveries(records, deliveries, spec, topic, aborted=aborted_plan,
+                                  failed=~aborted_plan & np.isin(txns, list(txn_failed)))
 
 
 def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int], txn: int) -> None:

@@ -730,13 +730,17 @@ class _Excuses:
 
     @classmethod
     def of(cls, ledger: pd.DataFrame, fates: _Fates, key_values: pd.Index, seqs: np.ndarray) -> _Excuses | None:
-        """None when no record is indeterminate (nothing to excuse); ``seqs`` are the seqs to be numbered."""
-        if not fates.indeterminate.any():
+        """None when nothing is excused; ``seqs`` are the seqs to be numbered. Excused: indeterminate records,
+        and aborted ones that hold a seq (a transaction planned to commit whose commit failed)."""
+        excused = fates.indeterminate.copy()
+        if fates.aborted.any() and "seq" in ledger.columns:
+            excused |= fates.aborted & (_ints(ledger, "seq") >= 0)
+        if not excused.any():
             return None
         missing = _missing(ledger, ("key", "seq"), "ledger")
         if missing:
             raise ValueError("; ".join(missing) + " (needed to number records around the indeterminate ones)")
-        rows = np.flatnonzero(fates.indeterminate)
+        rows = np.flatnonzero(excused)
         codes = key_values.get_indexer(ledger["key"].iloc[rows].to_numpy())
         held_seqs = _ints(ledger, "seq")[rows][codes >= 0]  # a key never delivered has nothing to excuse
         codes = codes[codes >= 0]

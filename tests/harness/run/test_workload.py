@@ -104,6 +104,10 @@ def test_ledger_from_deliveries_gives_each_record_its_status():
     sent = Ledger.from_deliveries(records, deliveries, rows=np.flatnonzero(~np.isnan(deliveries.produced_at)))
     assert sent.frame["id"].tolist() == [0, 1, 2, 3, 4]
     assert sent.frame["status"].tolist() == ["acked", "indeterminate", "acked", "acked", "indeterminate"]
+    # 2 was in a transaction planned to commit whose commit failed: aborted, its planned seq kept for the checkers
+    failed = Ledger.from_deliveries(records, deliveries, aborted=aborted, failed=np.arange(6) == 2).frame
+    assert failed["status"].tolist()[2:4] == ["aborted", "aborted"] and failed["aborted"].tolist()[2:4] == [True] * 2
+    assert failed["seq"].tolist()[2:4] == [records["seq"][2], -1]
 
 
 class _FullQueueProducer:

@@ -31,7 +31,8 @@ from streamcert.harness.verify.checkers import (
 def make_ledger(
     keys: str, aborted: tuple[int, ...] = (), start: float = 100.0, indeterminate: tuple[int, ...] = ()
 ) -> pd.DataFrame:
-    """One record per character of ``keys`` (id = position), seq counted per key over committed records.
+    """One record per character of ``keys`` (id = position), seq counted per key over committed records (-1 for
+    aborted ones).
 
     ``status`` is ``aborted`` for ``aborted`` ids, ``indeterminate`` for ``indeterminate`` ids (numbered like
     acknowledged ones, as the workload's plan numbers them before anything is produced), else ``acked``.
@@ -40,7 +41,7 @@ def make_ledger(
     indeterminate_mask = np.isin(np.arange(len(keys)), indeterminate) & ~aborted_mask
     seqs, seen = [], {}
     for key, is_aborted in zip(keys, aborted_mask, strict=True):
-        seqs.append(seen.get(key, 0))
+        seqs.append(-1 if is_aborted else seen.get(key, 0))  # as the workload's plan: an aborted record has none
         if not is_aborted:
             seen[key] = seen.get(key, 0) + 1
     return pd.DataFrame(
@@ -247,8 +248,8 @@ def test_aborted_read_names_the_aborted_records_delivered():
     assert result.valid is False
     assert result.counts == {"aborted": 2, "aborted_reads": 2, "aborted_read_ids": 2}
     assert result.violations == [
-        {"kind": "aborted_read", "id": 7, "key": "c", "seq": 1, "row": 1},
-        {"kind": "aborted_read", "id": 2, "key": "b", "seq": 0, "row": 3},
+        {"kind": "aborted_read", "id": 7, "key": "c", "seq": -1, "row": 1},  # a planned abort has no seq
+        {"kind": "aborted_read", "id": 2, "key": "b", "seq": -1, "row": 3},
     ]
 
 
@@ -917,3 +918,19 @@ def _gaps_among_acknowledged(ledger, lost):
     ranks = acked.groupby("key").cumcount()
     delivered = ranks[~acked.id.isin(lost)].groupby(acked.key[~acked.id.isin(lost)])
     return int(sum((np.diff(np.sort(r.to_numpy())) > 1).sum() for _, r in delivered))
+
+
+def test_order_excuses_a_failed_commits_records_that_keep_their_seq():
+    """A transaction planned to commit whose commit failed was aborted: its records are never delivered, and
+    their planned seqs are no gap. A planned abort (seq -1) or an acknowledged record missing still is one."""
+    ledger = make_ledger("aaaa")  # seqs 0..3, all acknowledged
+    output = deliver(ledger, [0, 3])
+    assert PerKeyOrderChecker().check(ledger, output).counts["gaps"] == 1  # 1 and 2 owed: the check can fail
+    failed = ledger.assign(status=np.where(ledger["id"].isin([1, 2]), "aborted", ledger["status"]),
+                           aborted=ledger["id"].isin([1, 2]).to_numpy())
+    assert PerKeyOrderChecker().check(failed, output).valid is True
+    assert LostChecker().check(failed, output).valid is True
+    one_kept = failed.assign(aborted=failed["id"].isin([1]).to_numpy(),
+                             status=np.where(failed["id"] == 1, "aborted", "acked"))
+    result = PerKeyOrderChecker().check(one_kept, output)
+    assert result.valid is False and result.violations[0]["expected_seq"] == 2
