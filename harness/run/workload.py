@@ -277,8 +277,9 @@ class Ledger:
         (per record of ``records``) marks those of transactions the plan aborts: status ``aborted`` and seq -1;
         ``failed`` those of transactions planned to commit whose commit failed (and which were aborted then):
         status ``aborted`` with their planned seq kept, so the order checker numbers their key's acknowledged
-        records around them instead of calling the hole a gap. Of the others, a record acknowledged without a failure is ``acked``, any other is ``indeterminate`` (a failed or
-        missing delivery report may still have been written: never call it lost, nor unexpected).
+        records around them instead of calling the hole a gap. Of the others, a record acknowledged without a
+        failure is ``acked``, any other is ``indeterminate`` (a failed or missing delivery report may still have
+        been written: never call it lost, nor unexpected).
         """
         rows = np.arange(len(records)) if rows is None else np.asarray(rows)
         planned = np.zeros(len(rows), dtype=bool) if aborted is None else np.asarray(aborted, dtype=bool)[rows]
