@@ -128,3 +128,23 @@ def test_a_bad_scenario_field_is_a_configuration_error_naming_it(field, value, n
 def test_the_committed_scenario_schema_is_the_generated_one():
     assert SCHEMA_FILE.read_text() == json_schema(), \
         "run python -m streamcert.harness.scenario --write-schema and commit the file"
+
+
+def test_records_missing_after_the_observer_died_are_unknown_not_lost():
+    """A dead reader cannot tell a lost record from an unread one; a duplicate it did read is still a finding."""
+    import pandas as pd
+
+    from streamcert.harness.scenario import _unread_is_not_lost
+    from streamcert.harness.verify.checkers import combined_valid, exactly_once_checkers, run_checks
+
+    ledger = pd.DataFrame({"id": [0, 1, 2], "key": ["a"] * 3, "seq": [0, 1, 2], "produced_at": [1.0] * 3,
+                           "aborted": [False] * 3, "status": ["acked"] * 3})
+    read = ledger.iloc[[0]][["id", "key", "seq"]]
+    results = run_checks(exactly_once_checkers(), ledger, read)
+    assert combined_valid(results) is False  # without the rule: two records "lost"
+    _unread_is_not_lost(results, "KafkaException: fatal")
+    [lost] = [r for r in results if r.name == "lost"]
+    assert lost.valid == "unknown" and "not known lost" in lost.error and combined_valid(results) == "unknown"
+    twice = run_checks(exactly_once_checkers(), ledger, pd.concat([read, read]))
+    _unread_is_not_lost(twice, "KafkaException: fatal")
+    assert combined_valid(twice) is False  # the duplicate stands
