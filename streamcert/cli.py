@@ -107,6 +107,21 @@ def _env_smoke(args: argparse.Namespace) -> int:
 
 # -- parser and entry point ----------------------------------------------------------
 
+# -- requirements ----------------------------------------------------------------
+
+def _requirements(args: argparse.Namespace) -> int:
+    from streamcert.conformance.catalogue import requirements
+
+    found = requirements(args.kind)
+    if args.json:
+        print(json.dumps([req.model_dump(mode="json") for req in found], indent=2))
+        return EXIT_OK
+    _print_table([(req.id + (" (optional)" if req.optional else ""), req.kind, req.statement,
+                   ", ".join(req.faults) or "-", ", ".join(req.checks)) for req in found],
+                 ("ID", "kind", "statement", "faults", "decided by"))
+    return EXIT_OK
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -163,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the last stdout line is a JSON object")
     stack_options(smoke)
     smoke.set_defaults(func=_env_smoke)
+
+    listing = commands.add_parser("requirements", help="print the conformance requirement catalogue")
+    listing.add_argument("--kind", choices=("source", "sink", "aggregator"), default=None,
+                         help="only what applies to a connector of this kind (its own and the general ones)")
+    listing.add_argument("--json", action="store_true", help="a JSON list instead of a table")
+    listing.set_defaults(func=_requirements)
     return parser
 
 

@@ -6,17 +6,14 @@ import pytest
 
 from streamcert.connectors.declarations import (BatchAggregatorUnderTest, KafkaOffsetSourceUnderTest,
                                                 KafkaTwoPhaseSinkUnderTest, PostgresTwoPhaseSinkUnderTest)
+from streamcert.conformance.catalogue import ids_for
 from streamcert.connectors.spark_builtin import SparkFileSink
 from streamcert.spi import ConfigurationError
 from streamcert.harness.run.observers import observer_classes
 from streamcert.spi.connector import KINDS, AggregatorConnector, Connector, QueryContext, SinkConnector, SourceConnector
 
-#: The requirement IDs of SPEC §5 by connector kind (the conformance catalogue will own this list).
-REQUIREMENTS = {
-    "source": [f"SRC-{n}" for n in range(1, 12)] + ["GEN-1", "GEN-2", "GEN-3"],
-    "sink": [f"SNK-{n}" for n in range(1, 9)] + ["GEN-1", "GEN-2", "GEN-3"],
-    "aggregator": [f"AGG-{n}" for n in range(1, 7)] + ["GEN-1", "GEN-2", "GEN-3"],
-}
+#: The requirement IDs by connector kind, from the catalogue.
+REQUIREMENTS = {kind: ids_for(kind) for kind in ("source", "sink", "aggregator")}
 REFERENCE = [KafkaOffsetSourceUnderTest, KafkaTwoPhaseSinkUnderTest, PostgresTwoPhaseSinkUnderTest,
              BatchAggregatorUnderTest, SparkFileSink]
 BASES = {"source": SourceConnector, "sink": SinkConnector, "aggregator": AggregatorConnector}

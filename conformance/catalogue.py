@@ -1,0 +1,221 @@
+"""The requirement catalogue: every conformance requirement as data (SPEC §5), the one list the suite, the CLI
+(``streamcert requirements``) and connector declarations are checked against.
+
+A requirement has an ID (``SRC-1``...), the kind of connector it applies to (``general`` ones apply to every
+kind), a one-line statement, the procedure that exercises it, the condition it passes on, the fault kinds it uses
+(names of :mod:`streamcert.harness.faults.registry`) and the checks that decide it. Checks are the harness's
+output checkers (:mod:`streamcert.harness.verify.checkers`: ``lost``, ``duplicate``...) or evidence checks the
+suite reads from the run itself (the assignment in Spark's event log, the end offsets of a bounded run...);
+:data:`EVIDENCE_CHECKS` names the latter and says what each reads. Extend the catalogue; never weaken an entry.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from streamcert.harness.errors import ConfigurationError
+
+__all__ = ["KINDS", "Requirement", "CATALOGUE", "EVIDENCE_CHECKS", "requirements", "requirement", "ids_for"]
+
+#: The kinds a requirement applies to: a connector's kind, or every connector (``general``).
+KINDS = ("source", "sink", "aggregator", "general")
+_PREFIX = {"source": "SRC", "sink": "SNK", "aggregator": "AGG", "general": "GEN"}
+
+#: Checks that read the run's own evidence rather than its output, and what each reads.
+EVIDENCE_CHECKS = {
+    "fault_reached": "the fault history: each fault the requirement needs struck where it was aimed (a kill inside "
+                     "the window it targets); otherwise the verdict is unknown, never pass",
+    "assignment": "Spark's event log and the source's plan: each partition read by one task, tasks balanced within "
+                  "one partition, the same assignment for the same partitions and parallelism",
+    "end_offsets": "a bounded (AvailableNow) run's last committed offsets equal the end offsets taken at its start",
+    "admission": "the offsets of each micro-batch: no batch reads more records than the claimed limit",
+    "progress": "the query's progress events: batches keep committing (no stall) and report input rows and rates",
+    "event_time_drift": "the event times the source emits per batch: the spread between partitions stays within "
+                        "the claimed bound",
+    "leftovers": "the sink's participant after the run: no prepared transaction or staged data of a failed attempt "
+                 "is left, and none is visible",
+    "fencing": "a zombie task attempt's late write after a newer attempt committed is refused and invisible",
+    "option_errors": "each bad option gets a ConfigurationError naming it, with a hint, before the query runs",
+    "clean_stop": "a stop request ends the query within its bound with its last batch committed and nothing of "
+                  "the connector left running",
+}
+
+_OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
+_DRIVER_KILLS = ("driver_kill", "driver_kill_at")
+_NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
+
+
+class Requirement(BaseModel):
+    """One requirement of the catalogue."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^(SRC|SNK|AGG|GEN)-[1-9][0-9]*$")
+    kind: Literal["source", "sink", "aggregator", "general"]
+    statement: str = Field(min_length=10, description="what a connector of the kind guarantees, in one line")
+    procedure: str = Field(min_length=10, description="how the suite exercises it")
+    pass_condition: str = Field(min_length=10, description="when the verdict is pass")
+    faults: tuple[str, ...] = Field((), description="fault kinds the procedure uses (the fault registry's names)")
+    checks: tuple[str, ...] = Field(min_length=1, description="output checkers and evidence checks that decide it")
+    optional: bool = Field(False, description="a connector may leave it unclaimed without a reason of its own")
+    origin: str = Field("SPEC §5", description="where it comes from (the spec, a seed article)")
+
+
+def _req(id: str, statement: str, procedure: str, pass_condition: str, faults: tuple[str, ...] = (),
+         checks: tuple[str, ...] = _OUTPUT, optional: bool = False, origin: str = "SPEC §5") -> Requirement:
+    kind = {prefix: kind for kind, prefix in _PREFIX.items()}[id.split("-")[0]]
+    return Requirement(id=id, kind=kind, statement=statement, procedure=procedure, pass_condition=pass_condition,
+                       faults=faults, checks=checks, optional=optional, origin=origin)
+
+
+_NO_LOSS_NO_DUPLICATE = "every acknowledged record delivered exactly once, none aborted or unknown, key order kept"
+
+CATALOGUE: tuple[Requirement, ...] = (
+    # -- sources (paired with an exactly-once sink) ------------------------------------------------------
+    _req("SRC-1", "After a driver kill the query resumes from its checkpoint with no record lost or repeated.",
+         "Kill the driver inside the offsets/commits window and at seeded random moments of the batch lifecycle "
+         "(reading, after reading, writing), several times per run; restart from the checkpoint.",
+         _NO_LOSS_NO_DUPLICATE + "; each kill struck in the moment it aimed at.",
+         faults=_DRIVER_KILLS, checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 000, seed 001"),
+    _req("SRC-2", "Records of one partition reach the query in offset order.",
+         "Produce keyed records (each key in one partition) and read them through an order-keeping sink.",
+         "No record of a key after a later one of the same key (per_key_order: no regression, no gap).",
+         checks=("per_key_order",)),
+    _req("SRC-3", "Partitions are assigned to reader tasks in a balanced and deterministic way.",
+         "Read a topic with more partitions than tasks, twice with the same parallelism, and once after a "
+         "restart.",
+         "Every partition read by exactly one task per batch; task loads differ by at most one partition; the same "
+         "assignment for the same input.", checks=("assignment",), origin="SPEC §5; seed 000"),
+    _req("SRC-4", "Rescaling (restart with more or fewer reader tasks) loses and repeats nothing.",
+         "Restart the query from its checkpoint with the parallelism raised, then lowered.",
+         _NO_LOSS_NO_DUPLICATE + "; the new task count shows in the event log.",
+         faults=("rescale",), checks=_OUTPUT + ("assignment",), origin="SPEC §5; seed 001"),
+    _req("SRC-5", "Partitions added while the query runs are discovered and read from their earliest offset.",
+         "Add partitions to the input topic mid-run and produce into them.",
+         _NO_LOSS_NO_DUPLICATE + " (records of the new partitions included).", faults=("add_partitions",)),
+    _req("SRC-6", "The source reads with read_committed: no record of an aborted transaction is ever emitted.",
+         "Produce a workload in which a fraction of the transactions is aborted.",
+         "No aborted record in the output (aborted_read), and every committed one delivered once.",
+         checks=("aborted_read", "lost", "duplicate")),
+    _req("SRC-7", "A bounded run (Trigger.AvailableNow) ends exactly at the end offsets taken when it started.",
+         "Start an AvailableNow query on a loaded topic while more records are produced.",
+         "The query stops by itself; its output is the records up to the start's end offsets, each once.",
+         checks=("lost", "duplicate", "end_offsets")),
+    _req("SRC-8", "The source survives every network toxic and a broker kill, restart and pause, without loss or "
+         "duplicate.",
+         "Apply each Toxiproxy toxic on the Kafka link, then kill, restart and pause the broker, while reading.",
+         _NO_LOSS_NO_DUPLICATE + "; the query makes progress again after each fault.",
+         faults=_NETWORK + ("broker_kill", "broker_restart", "broker_pause"), checks=_OUTPUT + ("progress",)),
+    _req("SRC-9", "Admission control is respected: no micro-batch reads more than the configured limit.",
+         "Read a backlog larger than several batches with the source's per-batch limit set.",
+         "Every batch's offset range holds at most the limit, and the backlog is drained.",
+         checks=("admission", "lost", "duplicate")),
+    _req("SRC-10", "Idle reader tasks (more tasks than partitions) do not stall the query.",
+         "Read a topic with fewer partitions than reader tasks, some of them empty.",
+         "Batches keep committing and every record is delivered.", checks=("progress", "lost")),
+    _req("SRC-11", "Event-time drift between partitions stays within the claimed bound.",
+         "Produce one partition far ahead in event time of the others.",
+         "Per batch, the spread of emitted event times between partitions stays within the claimed bound.",
+         checks=("event_time_drift",), optional=True),
+    # -- sinks (fed by a source) --------------------------------------------------------------------------
+    _req("SNK-1", "Exactly once across a driver kill in the pre-commit / commit window.",
+         "Kill the driver after tasks wrote and before Spark's commit, inside the sink's commit, between two of "
+         "its commits, and at seeded random moments; restart from the checkpoint.",
+         _NO_LOSS_NO_DUPLICATE + " (read as a user reads the output); each kill struck where it aimed.",
+         faults=_DRIVER_KILLS, checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 002"),
+    _req("SNK-2", "The writes of a failed task attempt are rolled back: nothing of them is ever visible.",
+         "Fail a task attempt after it wrote (prepared or staged) and let Spark retry it.",
+         "No record repeated or unexpected in the output, and nothing of the failed attempt left prepared.",
+         faults=("task_fail_at", "task_exception", "python_worker_kill"),
+         checks=("duplicate", "unexpected", "lost", "leftovers")),
+    _req("SNK-3", "A batch whose commit decision was recorded is committed at recovery.",
+         "Kill the driver after the decision was recorded and before the participants committed.",
+         _NO_LOSS_NO_DUPLICATE + "; nothing left prepared.", faults=_DRIVER_KILLS,
+         checks=_OUTPUT + ("leftovers", "fault_reached"), origin="SPEC §5; seed 002"),
+    _req("SNK-4", "A replayed commit of an already committed batch is a no-op.",
+         "Kill the driver after the sink committed and before Spark wrote commits/N, so Spark replays the batch.",
+         "No record of the replayed batch written twice.", faults=_DRIVER_KILLS,
+         checks=("duplicate", "lost", "fault_reached")),
+    _req("SNK-5", "Readers never see uncommitted data.",
+         "Read the output continuously (read_committed / committed rows / committed files) during a run with "
+         "driver kills and failed tasks.",
+         "Nothing seen that is later rolled back: no unexpected or duplicated record at any time.",
+         faults=_DRIVER_KILLS + ("task_fail_at",), checks=("unexpected", "duplicate", "aborted_read")),
+    _req("SNK-6", "Zombie task attempts are fenced.",
+         "Let a task attempt hang past its replacement's commit, then let it try to write.",
+         "The zombie's write is refused and never visible.", faults=("task_exception", "executor_kill"),
+         checks=("fencing", "duplicate", "unexpected")),
+    _req("SNK-7", "The sink survives network toxics and participant (broker / database) restarts.",
+         "Apply each toxic on the participant's link, then kill and restart the broker or the database.",
+         _NO_LOSS_NO_DUPLICATE + "; progress after each fault.",
+         faults=_NETWORK + ("broker_kill", "broker_restart", "database_kill"), checks=_OUTPUT + ("progress",)),
+    _req("SNK-8", "Rescale: a different task count after a restart keeps exactly once.",
+         "Restart the query with more, then fewer writer tasks, with a batch pending at the restart.",
+         _NO_LOSS_NO_DUPLICATE + ".", faults=("rescale", "driver_kill_at")),
+    # -- aggregators (between a source and an exactly-once sink) -------------------------------------------
+    _req("AGG-1", "Per-key order is kept inside each batch and across batches.",
+         "Aggregate keyed records into batches and read them back.",
+         "Inside a batch each key's records are contiguous and in order; later batches continue each key's order.",
+         checks=("aggregator_batch", "per_key_order"), origin="SPEC §5; seed 004"),
+    _req("AGG-2", "A batch is flushed when it reaches the size limit, and never holds more.",
+         "Produce more records per key group than the size limit.",
+         "Size-flushed batches hold exactly the limit; no batch holds more.", checks=("aggregator_batch",)),
+    _req("AGG-3", "A batch is flushed by time: no record waits longer than the limit plus a bounded slack.",
+         "Produce fewer records than the size limit, then nothing.",
+         "Every batch is emitted within max_wait plus the slack after its oldest record arrived.",
+         checks=("aggregator_batch",)),
+    _req("AGG-4", "Nothing is lost or duplicated when the driver dies at the checkpoint boundary.",
+         "Kill the driver after the sink committed a batch's output and before Spark committed the batch (the "
+         "barrier trap), and at seeded random moments while records are buffered.",
+         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", faults=_DRIVER_KILLS,
+         checks=_OUTPUT + ("aggregator_batch", "fault_reached"), origin="SPEC §5; seed 004"),
+    _req("AGG-5", "Per-key order is kept across a rescale of the stateful query.",
+         "Stop between batches, repartition the state offline, restart with other parallelism.",
+         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", faults=("rescale",),
+         checks=_OUTPUT + ("aggregator_batch",), origin="SPEC §5; seed 004"),
+    _req("AGG-6", "Records buffered before a restart are emitted after it without waiting for new input.",
+         "Restart the query while groups hold buffered records, and produce nothing afterwards.",
+         "Every buffered record is emitted within the time limit plus the restart, with no new input.",
+         faults=("rescale", "driver_kill"), checks=("lost", "aggregator_batch")),
+    # -- every connector ---------------------------------------------------------------------------------
+    _req("GEN-1", "Metrics and progress are reported.",
+         "Run a happy-path scenario and read Spark's progress events.",
+         "Every batch reports its input rows and rates; the query's progress is visible while it runs.",
+         checks=("progress",)),
+    _req("GEN-2", "A bad option gets a clear error, before the query runs.",
+         "Build the connector's query with each documented option set to a bad value, and with an unknown one.",
+         "Each attempt fails fast with a ConfigurationError naming the option and giving a hint.",
+         checks=("option_errors",)),
+    _req("GEN-3", "The query stops cleanly.",
+         "Ask a running query to stop.",
+         "It stops within its bound with its last batch committed; nothing of the connector keeps running.",
+         checks=("clean_stop",)),
+)
+
+
+def requirements(kind: str | None = None) -> list[Requirement]:
+    """The catalogue, or what applies to a connector of ``kind`` (its own requirements and the general ones)."""
+    if kind is None:
+        return list(CATALOGUE)
+    if kind not in KINDS[:3]:
+        raise ConfigurationError(f"There is no connector kind {kind!r}.", hint="Use source, sink or aggregator.")
+    return [req for req in CATALOGUE if req.kind in (kind, "general")]
+
+
+def ids_for(kind: str) -> list[str]:
+    """The IDs a connector of ``kind`` must claim or waive with a reason."""
+    return [req.id for req in requirements(kind)]
+
+
+def requirement(requirement_id: str) -> Requirement:
+    """The requirement ``requirement_id`` (case-insensitive); a ConfigurationError listing the IDs otherwise."""
+    wanted = requirement_id.strip().upper()
+    for req in CATALOGUE:
+        if req.id == wanted:
+            return req
+    prefix = re.sub(r"-.*", "", wanted)
+    near = [req.id for req in CATALOGUE if req.id.startswith(prefix)] or [req.id for req in CATALOGUE]
+    raise ConfigurationError(f"There is no requirement {requirement_id!r}.", hint=f"Known: {', '.join(near)}.")
