@@ -45,6 +45,7 @@ from streamcert.harness.stack.kafka_clients import create_topic
 from streamcert.harness.stack.spark import validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
+from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.verify.metrics import summarize
 from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext
 
@@ -198,6 +199,8 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         output = _with_keys(run.observer.frame(), run.observer, ledger.frame)
         result.evidence = _save_evidence(ledger, output, workdir)
         results = run_checks(_checkers(scenario, aggregator, context), ledger.for_checkers(), output)
+        if scenario.schedule:  # a fault that missed its target leaves the verdict unknown
+            results.append(fault_reached(run.history.events()))
         if run.observer.error:
             result.error = f"observer: {run.observer.error}"
             _unread_is_not_lost(results, run.observer.error)

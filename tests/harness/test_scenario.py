@@ -63,6 +63,7 @@ def test_checkpoint_aware_driver_kill_lands_in_the_window_and_loses_nothing(stac
     [start] = [e for e in result.history if e["kind"] == "fault-start"]
     assert start["in_window"] is True and start["pending_batch"] >= 1
     assert start["latest_commit"] is None or start["latest_commit"] < start["pending_batch"]
+    assert _by_name(result)["fault_reached"]["valid"] is True  # the kill landed where it was aimed
     checks = _by_name(result)
     # Whether the replay duplicates depends on where in the window the kill landed; loss never happens.
     assert checks["lost"]["valid"] is True and checks["unexpected"]["valid"] is True

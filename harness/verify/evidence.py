@@ -1,0 +1,47 @@
+"""Evidence checks: verdicts read from a run's own history rather than its output.
+
+``fault_reached`` says whether the faults of a schedule struck where they were aimed. A driver kill aimed at
+Spark's offsets/commits window records ``in_window``; a kill or task failure at a connector's fault point
+records ``reached``; a fault that could not be started records ``fault-error``. When one missed, the run did not
+test what it meant to, so the verdict is ``"unknown"``: never a pass, and not a failure of the connector either.
+Called in the harness's process after the run, on :meth:`~streamcert.harness.run.history.History.events`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
+
+__all__ = ["fault_reached"]
+
+#: Fields of a ``fault-start`` event that say whether the fault struck its target (the first one present).
+_STRUCK_FIELDS = ("reached", "in_window")
+
+
+def fault_reached(events: Iterable[dict[str, Any]]) -> CheckResult:
+    """True when every fault of the run struck where it was aimed; ``"unknown"`` when one missed or none ran.
+
+    Counts: ``faults`` (started or failed to start), ``struck``, ``missed``. Violations name each miss: the
+    fault, its target, and what it recorded (the point, the pending batch).
+    """
+    struck, missed = 0, []
+    for event in events:
+        if event["kind"] == "fault-error":
+            missed.append({"kind": "fault_error", "fault": event.get("fault"), "phase": event.get("phase"),
+                           "error": event.get("error")})
+        elif event["kind"] == "fault-start":
+            hit = next((bool(event[name]) for name in _STRUCK_FIELDS if name in event), True)
+            if hit:
+                struck += 1
+            else:
+                missed.append({"kind": "missed", "fault": event.get("fault"), "target": event.get("target"),
+                               **{k: event[k] for k in ("point", "pending_batch", "latest_commit") if k in event}})
+    counts = {"faults": struck + len(missed), "struck": struck, "missed": len(missed)}
+    valid: bool | str = True if struck and not missed else UNKNOWN
+    result = CheckResult("fault_reached", valid, counts, missed[:MAX_VIOLATIONS])
+    if valid is not True:
+        result.error = ("no fault struck: the run did not exercise what it was meant to" if not missed else
+                        f"{len(missed)} fault(s) missed their target: the verdict cannot rest on this run")
+    return result

@@ -1,0 +1,40 @@
+"""The fault_reached evidence check: a kill that missed its window makes the verdict unknown, never pass."""
+
+from __future__ import annotations
+
+from streamcert.harness.verify.evidence import fault_reached
+
+
+def _start(fault: str, **fields) -> dict:
+    return {"kind": "fault-start", "fault": fault, "target": "driver", **fields}
+
+
+def test_every_fault_that_struck_passes():
+    events = [{"kind": "driver-start"}, _start("driver_kill", in_window=True), _start("down", target="kafka"),
+              _start("driver_kill_at", point="p", reached=True), {"kind": "fault-stop", "fault": "down"}]
+    result = fault_reached(events)
+    assert result.valid is True and result.counts == {"faults": 3, "struck": 3, "missed": 0}
+
+
+def test_a_kill_outside_its_window_or_an_unreached_point_is_unknown_and_named():
+    events = [_start("driver_kill", in_window=False, pending_batch=None, latest_commit=4),
+              _start("driver_kill_at", point="kafka-2pc.after-commit", reached=False),
+              _start("rescale")]
+    result = fault_reached(events)
+    assert result.valid == "unknown" and result.counts == {"faults": 3, "struck": 1, "missed": 2}
+    assert result.violations == [
+        {"kind": "missed", "fault": "driver_kill", "target": "driver", "pending_batch": None, "latest_commit": 4},
+        {"kind": "missed", "fault": "driver_kill_at", "target": "driver", "point": "kafka-2pc.after-commit"},
+    ]
+    assert "missed" in result.error
+
+
+def test_a_fault_that_failed_to_start_is_a_miss():
+    result = fault_reached([_start("rescale"), {"kind": "fault-error", "fault": "broker_kill", "phase": "start",
+                                                "error": "ConfigurationError: no server"}])
+    assert result.valid == "unknown" and result.violations[0]["kind"] == "fault_error"
+
+
+def test_a_run_where_no_fault_struck_proves_nothing():
+    result = fault_reached([{"kind": "driver-start"}, {"kind": "load-done"}])
+    assert result.valid == "unknown" and result.counts["faults"] == 0 and "no fault struck" in result.error
