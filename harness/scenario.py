@@ -41,6 +41,7 @@ from streamcert.harness.run.history import History
 from streamcert.harness.run.observers import Observer, OutputTarget, observer_class
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
+from streamcert.harness.stack.install import ensure_jars
 from streamcert.harness.stack.kafka_clients import create_topic
 from streamcert.harness.stack.spark import validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
@@ -235,10 +236,13 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
             workdir: Path) -> DriverProcess:
     present = [c for c in connectors if c is not None]
     spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
-    packages = tuple(dict.fromkeys(p for c in present for p in c.spark_packages))
+    spark_conf.update(scenario.spark_conf)
+    packages = list(dict.fromkeys(p for c in present for p in c.spark_packages))
+    jars = [str(path) for path in ensure_jars(packages)]  # resolved here, once, not by each driver attempt
+    if jars:
+        spark_conf["spark.jars"] = ",".join(filter(None, [spark_conf.get("spark.jars", ""), *jars]))
     params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
-    spec = QuerySpec(BUILDER, context.checkpoint, params, scenario.master,
-                     spark_conf={**spark_conf, **scenario.spark_conf}, packages=packages)
+    spec = QuerySpec(BUILDER, context.checkpoint, params, scenario.master, spark_conf=spark_conf)
     return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""))
 
 

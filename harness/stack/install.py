@@ -14,15 +14,17 @@ cache is already warm. Overrides for air-gapped machines:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from streamcert.harness.stack.cache import cache_dir, cache_lock
-from streamcert.harness.errors import PrerequisiteMissing, StartupFailed
+from streamcert.harness.errors import ConfigurationError, PrerequisiteMissing, StartupFailed
 from streamcert.harness.stack.process import run_logged
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "render_kafka_pom",
     "SPARK_KAFKA_JARS",
     "ensure_spark_kafka",
+    "ensure_jars",
 ]
 
 KAFKA_VERSION = "4.3.1"
@@ -194,33 +197,54 @@ SPARK_KAFKA_JARS = (
 
 def ensure_spark_kafka() -> list[Path]:
     """Resolve Spark's built-in Kafka connector jars (for ``spark.jars``) into the cache once; return them."""
-    lib = cache_dir() / "spark-kafka" / "lib"
+    return ensure_jars([":".join(coordinates) for coordinates in SPARK_KAFKA_JARS])
+
+
+def ensure_jars(coordinates: Sequence[str]) -> list[Path]:
+    """Resolve Maven ``group:artifact:version`` coordinates, each alone (not its dependencies: pyspark ships
+    most of what connectors need, and a connector's declaration lists the rest), into the cache once; return the
+    jars for ``spark.jars``. This is how a connector declaration's ``spark_packages`` reach its query."""
+    parsed = [_coordinates(text) for text in coordinates]
+    if not parsed:
+        return []
+    digest = hashlib.sha256("\n".join(sorted(":".join(c) for c in parsed)).encode()).hexdigest()[:16]
+    lib = cache_dir() / "jars" / digest / "lib"
     if not (lib / _COMPLETE).exists():
         mvn = shutil.which("mvn")
         if not mvn:
-            raise PrerequisiteMissing("Maven (`mvn`) is needed once to fetch Spark's Kafka connector, and it is "
+            raise PrerequisiteMissing(f"Maven (`mvn`) is needed once to fetch {', '.join(coordinates)}, and it is "
                                       "not on PATH.", hint="Install Maven (Debian: `apt-get install maven`).")
-        with cache_lock("spark-kafka"):
+        with cache_lock(f"jars-{digest}"):
             if not (lib / _COMPLETE).exists():
-                root = lib.parent
-                root.mkdir(parents=True, exist_ok=True)
-                (root / "pom.xml").write_text(_render_pom("spark-kafka-baseline", "1", list(SPARK_KAFKA_JARS),
-                                                                transitive=False))
-                if lib.exists():
-                    shutil.rmtree(lib)
-                # pyspark already ships the connector's other dependencies (Hadoop client, lz4, snappy, ...)
-                code, output = run_logged(
-                    [mvn, "-B", "-q", *_maven_settings_args(root), "-f", str(root / "pom.xml"),
-                     "dependency:copy-dependencies", f"-DoutputDirectory={lib}"],
-                    description="Resolving Spark's built-in Kafka connector from Maven Central (first run only)",
-                    timeout=900)
-                if code != 0:
-                    raise PrerequisiteMissing(
-                        f"Maven could not resolve Spark's Kafka connector (exit code {code}).",
-                        hint="Check that Maven Central is reachable (STREAMCERT_MAVEN_REPO names a mirror).",
-                        details=output)
-                (lib / _COMPLETE).write_text("ok")
+                _resolve_jars(mvn, parsed, lib)
     return sorted(lib.glob("*.jar"))
+
+
+def _coordinates(text: str) -> tuple[str, str, str]:
+    parts = text.strip().split(":")
+    if len(parts) != 3 or not all(re.fullmatch(r"[A-Za-z0-9_.\-]+", part) for part in parts):
+        raise ConfigurationError(f"{text!r} is not a Maven coordinate.",
+                                 hint="Write group:artifact:version, e.g. org.apache.spark:spark-sql-kafka-0-10_2.13:"
+                                 "4.2.0.")
+    return parts[0], parts[1], parts[2]
+
+
+def _resolve_jars(mvn: str, coordinates: list[tuple[str, str, str]], lib: Path) -> None:
+    root = lib.parent
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pom.xml").write_text(_render_pom("streamcert-connector-jars", "1", coordinates, transitive=False))
+    if lib.exists():
+        shutil.rmtree(lib)
+    code, output = run_logged(
+        [mvn, "-B", "-q", *_maven_settings_args(root), "-f", str(root / "pom.xml"), "dependency:copy-dependencies",
+         f"-DoutputDirectory={lib}"],
+        description=f"Resolving {len(coordinates)} jar(s) from Maven Central (first run only)", timeout=900)
+    if code != 0:
+        names = ", ".join(":".join(c) for c in coordinates)
+        raise PrerequisiteMissing(f"Maven could not resolve {names} (exit code {code}).",
+                                  hint="Check the coordinates and that Maven Central is reachable "
+                                  "(STREAMCERT_MAVEN_REPO names a mirror).", details=output)
+    (lib / _COMPLETE).write_text("ok")
 
 
 def _maven_settings_args(workdir: Path) -> list[str]:

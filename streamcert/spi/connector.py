@@ -93,7 +93,9 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
     unclaimed: Mapping[str, str] = {}
     #: Spark settings the query's session needs for this connector (a state store provider, say).
     spark_conf: Mapping[str, str] = {}
-    #: Maven coordinates Spark must load for it (``spark.jars.packages``), e.g. Spark's own Kafka connector.
+    #: Maven coordinates (``group:artifact:version``) of the jars Spark must load for it, e.g. Spark's own Kafka
+    #: connector. The harness resolves each one alone, not its dependencies (pyspark ships most of them): list
+    #: every jar pyspark lacks. They reach the query as ``spark.jars``.
     spark_packages: tuple[str, ...] = ()
 
     def unpack_output(self, frame: Any) -> Any:

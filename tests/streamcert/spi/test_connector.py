@@ -7,7 +7,7 @@ import pytest
 from streamcert.connectors.declarations import (BatchAggregatorUnderTest, KafkaOffsetSourceUnderTest,
                                                 KafkaTwoPhaseSinkUnderTest, PostgresTwoPhaseSinkUnderTest)
 from streamcert.conformance.catalogue import ids_for
-from streamcert.connectors.spark_builtin import SparkFileSink
+from streamcert.connectors.spark_builtin import SparkFileSink, SparkKafkaSink, SparkKafkaSource
 from streamcert.spi import ConfigurationError
 from streamcert.harness.run.observers import observer_classes
 from streamcert.spi.connector import KINDS, AggregatorConnector, Connector, QueryContext, SinkConnector, SourceConnector
@@ -15,7 +15,7 @@ from streamcert.spi.connector import KINDS, AggregatorConnector, Connector, Quer
 #: The requirement IDs by connector kind, from the catalogue.
 REQUIREMENTS = {kind: ids_for(kind) for kind in ("source", "sink", "aggregator")}
 REFERENCE = [KafkaOffsetSourceUnderTest, KafkaTwoPhaseSinkUnderTest, PostgresTwoPhaseSinkUnderTest,
-             BatchAggregatorUnderTest, SparkFileSink]
+             BatchAggregatorUnderTest, SparkFileSink, SparkKafkaSource, SparkKafkaSink]
 BASES = {"source": SourceConnector, "sink": SinkConnector, "aggregator": AggregatorConnector}
 
 
