@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from streamcert.harness.stack import install
-from streamcert.harness.errors import PrerequisiteMissing
+from streamcert.harness.errors import ConfigurationError, PrerequisiteMissing
 from streamcert.harness.stack.ports import free_port
 
 
@@ -92,3 +92,26 @@ def test_postgres_binaries_are_found_on_this_machine():
     if found is None:
         pytest.skip("PostgreSQL is installed on first start; nothing to find yet")
     assert (Path(found) / "postgres").exists() and (Path(found) / "initdb").exists()
+
+
+@pytest.mark.parametrize("bad", ["spark-sql-kafka", "org.apache.spark:spark-sql-kafka", "a:b:c:d", "a:b c:1"])
+def test_a_declared_jar_that_is_no_maven_coordinate_is_a_configuration_error(bad, monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="is not a Maven coordinate") as info:
+        install.ensure_jars(["org.apache.commons:commons-pool2:2.13.1", bad])
+    assert bad in str(info.value) and "group:artifact:version" in info.value.hint
+
+
+def test_no_declared_jars_need_no_maven(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert install.ensure_jars([]) == []
+
+
+def test_declared_jars_that_do_not_resolve_fail_with_the_names(monkeypatch, tmp_path):
+    if not install.shutil.which("mvn"):
+        pytest.skip("Maven is not installed here")
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path))
+    monkeypatch.setenv("STREAMCERT_MAVEN_REPO", f"http://127.0.0.1:{free_port()}/maven2")
+    with pytest.raises(PrerequisiteMissing, match="Maven could not resolve io.streamcert:no-such-jar:0.0.1"):
+        install.ensure_jars(["io.streamcert:no-such-jar:0.0.1"])
+    assert not list(tmp_path.glob("jars/*/lib/.complete"))
