@@ -14,13 +14,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.stack.machine import machine_info
 
 __all__ = ["SCHEMA_VERSION", "ConnectorSummary", "RunResult", "SCHEMA_FILE", "json_schema"]
 
 #: 2: connectors, context, output, evidence and driver_attempts added; scenario names connectors, not a builder.
 SCHEMA_VERSION = 2
-SCHEMA_FILE = Path(__file__).with_name("schemas") / "run-result.schema.json"
+SCHEMA_FILE = SCHEMAS_DIR / "run-result.schema.json"
 
 
 def _machine() -> dict[str, Any]:
@@ -91,15 +92,8 @@ class RunResult(BaseModel):
 
 def json_schema() -> str:
     """The JSON Schema of ``results.json``, as committed in :data:`SCHEMA_FILE`."""
-    schema = RunResult.model_json_schema()
-    schema["$id"] = "https://streamcert.dev/schemas/run-result.schema.json"
-    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return render(RunResult.model_json_schema(), SCHEMA_FILE.name)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--schema"]:
-        sys.stdout.write(json_schema())
-    elif sys.argv[1:] == ["--write-schema"]:
-        SCHEMA_FILE.write_text(json_schema())
-    else:
-        sys.exit("usage: python -m streamcert.harness.results --schema | --write-schema")
+    sys.exit(schema_command(sys.argv[1:], json_schema, SCHEMA_FILE, "streamcert.harness.results"))

@@ -21,7 +21,6 @@ import threading
 import time
 import traceback
 import uuid
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from streamcert.harness.faults.base import Fault, FaultContext
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec, parse
 from streamcert.harness.results import ConnectorSummary, RunResult
+from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.history import History
@@ -52,7 +52,7 @@ from streamcert.spi.connector import AggregatorConnector, Connector, QueryContex
 
 __all__ = ["Scenario", "RunResult", "run_scenario", "SCHEMA_FILE", "json_schema"]
 
-SCHEMA_FILE = Path(__file__).with_name("schemas") / "scenario.schema.json"
+SCHEMA_FILE = SCHEMAS_DIR / "scenario.schema.json"
 
 #: How long the fault timeline waits for ``faults_after_output`` records before it starts anyway.
 _OUTPUT_GATE_S = 300.0
@@ -144,9 +144,7 @@ def _configuration_error(exc: ValidationError) -> ConfigurationError:
 
 def json_schema() -> str:
     """The JSON Schema of a scenario, as committed in :data:`SCHEMA_FILE`."""
-    schema = Scenario.model_json_schema()
-    schema["$id"] = "https://streamcert.dev/schemas/scenario.schema.json"
-    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return render(Scenario.model_json_schema(), SCHEMA_FILE.name)
 
 
 @dataclass
@@ -380,9 +378,4 @@ def _safely(action) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--schema"]:
-        sys.stdout.write(json_schema())
-    elif sys.argv[1:] == ["--write-schema"]:
-        SCHEMA_FILE.write_text(json_schema())
-    else:
-        sys.exit("usage: python -m streamcert.harness.scenario --schema | --write-schema")
+    sys.exit(schema_command(sys.argv[1:], json_schema, SCHEMA_FILE, "streamcert.harness.scenario"))

@@ -19,7 +19,6 @@ import functools
 import json
 import random
 import sys
-from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, model_validator
@@ -27,12 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults import registry
 from streamcert.harness.faults.registry import FaultKind, FaultParams
+from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 
 __all__ = ["SCHEMA_VERSION", "SCHEMA_FILE", "STREAMS", "PROFILES", "FaultSpec", "parse", "dumps", "generate",
            "json_schema"]
 
 SCHEMA_VERSION = 1
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "fault-schedule.schema.json"
+SCHEMA_FILE = SCHEMAS_DIR / "fault-schedule.schema.json"
 #: The directions of a network fault: client to server (upstream) or back (downstream).
 STREAMS = ("upstream", "downstream")
 _NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
@@ -327,22 +327,14 @@ def json_schema() -> str:
                             schema_version=(Literal[SCHEMA_VERSION], SCHEMA_VERSION),
                             faults=(list[entry], ...))
     schema = TypeAdapter(Union[document, list[entry]]).json_schema()
-    schema.update({"$id": "https://streamcert.dev/schemas/fault-schedule.schema.json", "title": "Fault schedule",
-                   "description": "Faults to inject in a streamcert run: a list of entries, or "
-                                  '{"schema_version": 1, "faults": [...]}.'})
-    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    schema.update({"title": "Fault schedule", "description": "Faults to inject in a streamcert run: a list of "
+                                                             'entries, or {"schema_version": 1, "faults": [...]}.'})
+    return render(schema, SCHEMA_FILE.name)
 
 
 def main(argv: list[str]) -> int:
     """``--schema`` prints the JSON Schema; ``--write-schema`` rewrites :data:`SCHEMA_FILE`."""
-    if argv == ["--schema"]:
-        sys.stdout.write(json_schema())
-    elif argv == ["--write-schema"]:
-        SCHEMA_FILE.write_text(json_schema())
-    else:
-        sys.stderr.write("usage: python -m streamcert.harness.faults.schedule --schema | --write-schema\n")
-        return 2
-    return 0
+    return schema_command(argv, json_schema, SCHEMA_FILE, "streamcert.harness.faults.schedule")
 
 
 if __name__ == "__main__":

@@ -42,3 +42,12 @@ def test_a_connector_summary_records_its_declaration():
     assert "SNK-1" in summary.claims and summary.claims == sorted(summary.claims)
     result = RunResult(scenario={}, seed=0, connectors={"sink": summary})
     assert RunResult.model_validate_json(result.model_dump_json()).connectors["sink"] == summary
+
+
+def test_the_schema_command_prints_writes_and_refuses_anything_else(tmp_path, capsys):
+    from streamcert.harness.schema_files import schema_command
+
+    target = tmp_path / "x.schema.json"
+    assert schema_command(["--schema"], json_schema, target, "m") == 0 and capsys.readouterr().out == json_schema()
+    assert schema_command(["--write-schema"], json_schema, target, "m") == 0 and target.read_text() == json_schema()
+    assert schema_command([], json_schema, target, "m") == 2 and "usage: python -m m" in capsys.readouterr().err
