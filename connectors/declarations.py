@@ -54,6 +54,9 @@ class KafkaTwoPhaseSinkUnderTest(SinkConnector):
     output_kind = "kafka"
     output_partitions = 2
     claims = frozenset({f"SNK-{n}" for n in range(1, 9)} | _GENERAL | {"exactly-once", "read_committed", "rescale"})
+    kill_points = {"kafka-2pc.after-stage": "window", "kafka-2pc.before-copy": "window",
+                   "kafka-2pc.before-commit": "window", "kafka-2pc.after-commit": "committing"}
+    fail_points = ("kafka-2pc.after-stage",)
 
     def write(self, frame: Any, context: QueryContext) -> Any:
         from streamcert.connectors.kafka_sink import SINK_NAME, KafkaTwoPhaseSink
@@ -73,6 +76,9 @@ class PostgresTwoPhaseSinkUnderTest(SinkConnector):
     name = "streamcert-pg-2pc"
     output_kind = "postgres"
     claims = frozenset({f"SNK-{n}" for n in range(1, 9)} | _GENERAL | {"exactly-once", "rescale"})
+    kill_points = {"pg-2pc.after-prepare": "window", "pg-2pc.before-decision": "window",
+                   "pg-2pc.after-decision": "committing"}
+    fail_points = ("pg-2pc.after-prepare",)
 
     def write(self, frame: Any, context: QueryContext) -> Any:
         from streamcert.connectors.pg_sink import SINK_NAME, PostgresTwoPhaseSink

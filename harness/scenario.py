@@ -6,7 +6,8 @@ creates the input topic and the sink's output (a Kafka topic, a PostgreSQL table
 observer of that output kind, starts the composed query (:mod:`streamcert.harness.run.pipeline`) in a
 :class:`~streamcert.harness.run.driver.DriverProcess`, loads the workload, carries out the schedule (each fault
 started and stopped at its time, recorded in the history), waits until every acknowledged record is visible
-(or nothing new arrives for ``quiet_timeout_s``), then runs the checkers and the metrics. ``results.json`` is
+(or nothing new arrives for ``quiet_timeout_s``), asks the query to stop and records how it stopped
+(``driver-stop``), then runs the checkers and the metrics. ``results.json`` is
 written even when the run is interrupted or fails, marked incomplete.
 
 Schedule semantics: a fault starts ``at_s`` seconds after the fault timeline began (at once, or when the output
@@ -92,6 +93,8 @@ class Scenario(BaseModel):
     load_after_first_batch: bool = Field(False, description="load once the query committed its first batch")
     faults_after_output: int = Field(0, ge=0, description="start the fault timeline once the output shows this "
                                                           "many records (0: when the driver starts)")
+    stop_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
+                                  description="seconds the query has to stop once asked, at the end of the run")
     flush_slack_s: float = Field(20.0, ge=0, allow_inf_nan=False,
                                  description="seconds an aggregator's batch may be emitted past its declared wait")
 
@@ -180,7 +183,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         run.observer.start()
         run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir)
         faults = FaultContext(environment=env, driver=run.driver, history=run.history,
-                              input_topic=context.input_topic, workdir=workdir / "faults")
+                              input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer)
         run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
         run.driver.start()
         run.history.record("driver-start", attempt=run.driver.attempt)
@@ -195,6 +198,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         _wait_until_seen(run.observer, expected, scenario.quiet_timeout_s)
         run.history.record("quiesced", seen=run.observer.count(),
                            observer_transient_errors=run.observer.transient_errors)
+        run.history.record("driver-stop", **run.driver.stop_gracefully(scenario.stop_timeout_s))
         output = _with_keys(run.observer.frame(), run.observer, ledger.frame)
         result.evidence = _save_evidence(ledger, output, workdir)
         results = run_checks(_checkers(scenario, aggregator, context), ledger.for_checkers(), output)

@@ -122,6 +122,88 @@ def _requirements(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- certify ---------------------------------------------------------------------
+
+_VERDICT_STYLE = {"pass": "[green]pass[/green]", "fail": "[red]FAIL[/red]", "skip": "[dim]skip[/dim]",
+                  "unknown": "[yellow]unknown[/yellow]"}
+
+
+def _certify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from streamcert.conformance.certify import certify, prepare
+
+    wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
+    certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
+                            strict=not args.no_strict)
+    out = Path(args.out)
+    command = "streamcert " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("streamcert") else ""
+    print(f"streamcert certify: {len(certification.connectors)} connector(s), {len(certification.runs)} scenario "
+          f"run(s), seed {args.seed}{' (quick)' if args.quick else ''}; results in {out / 'results.json'}",
+          file=sys.stderr, flush=True)
+    with _RunProgress(len(certification.runs)) as progress:
+        result = certify(certification, out, provider=args.provider, command=command, on_run=progress.update)
+    _print_verdicts(result)
+    counts = result.counts()
+    print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
+          f"skipped in {result.duration_s:.0f} s; {out / 'results.json'}", file=sys.stderr)
+    return EXIT_OK if result.passed() else EXIT_FAILED
+
+
+class _RunProgress:
+    """A live line per certification: which scenario of which connector runs, and how each run ended."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True, highlight=False)
+        quiet = os.environ.get("STREAMCERT_QUIET") == "1"
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=self.console, disable=quiet, transient=False)
+        self.task = self.progress.add_task("certify", total=total)
+
+    def __enter__(self) -> "_RunProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def update(self, phase: str, planned, result) -> None:
+        what = f"{planned.connector} / {planned.name} ({', '.join(planned.judges)})"
+        if phase == "start":
+            self.progress.update(self.task, description=f"running {what}")
+            return
+        self.progress.advance(self.task)
+        failing = [c["name"] for c in result.checks if c["valid"] is not True]
+        state = ("[red]error[/red]" if not result.complete else
+                 "[green]ok[/green]" if not failing else f"[yellow]{', '.join(failing)}[/yellow]")
+        self.progress.console.print(f"{what}: {state} in {result.duration_s:.0f} s, "
+                                    f"{result.driver_attempts} driver attempt(s)")
+
+
+def _print_verdicts(result) -> None:
+    rows = [(v.connector, v.requirement, _VERDICT_STYLE[v.verdict], _shorten(v.reason, 150))
+            for v in result.verdicts]
+    _print_table(rows, ("connector", "requirement", "verdict", "reason"))
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a seed >= 0, got {value}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -184,6 +266,23 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only what applies to a connector of this kind (its own and the general ones)")
     listing.add_argument("--json", action="store_true", help="a JSON list instead of a table")
     listing.set_defaults(func=_requirements)
+
+    cert = commands.add_parser("certify", help="certify connectors: run their scenarios, judge every requirement, "
+                               "write results.json")
+    cert.add_argument("--connector", action="append", metavar="NAME|module:attr",
+                      help="a connector under test (repeatable; default: every reference connector)")
+    cert.add_argument("--requirements", action="append", metavar="IDS",
+                      help="only these requirement IDs, comma-separated (repeatable), e.g. SNK-1,SNK-4")
+    cert.add_argument("--quick", action="store_true", help="fewer scenarios and faults (a few minutes)")
+    cert.add_argument("--seed", type=_seed, default=1, help="seed of workloads and fault schedules (default 1); "
+                      "the same seed replays the same schedules")
+    cert.add_argument("--out", default="results/certification", metavar="DIR",
+                      help="where results.json and each run's evidence go (default results/certification)")
+    cert.add_argument("--no-strict", action="store_true",
+                      help="allow requirements a connector neither claims nor waives (they are skipped)")
+    cert.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),
+                      help="where the servers come from (default: auto)")
+    cert.set_defaults(func=_certify)
     return parser
 
 

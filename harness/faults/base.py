@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from streamcert.harness.faults.schedule import FaultSpec
     from streamcert.harness.run.driver import DriverProcess
     from streamcert.harness.run.history import History
+    from streamcert.harness.run.observers.base import Observer
     from streamcert.harness.stack.environment import Environment
 
 __all__ = ["FaultContext", "Fault", "within"]
@@ -33,7 +34,8 @@ class FaultContext:
 
     ``environment`` is the started stack (servers and Toxiproxy links), ``driver`` the query's
     :class:`~streamcert.harness.run.driver.DriverProcess`; either may be None where a test has no such thing.
-    ``workdir`` is where a fault writes what it leaves behind (e.g. the state repartition's log).
+    ``workdir`` is where a fault writes what it leaves behind (e.g. the state repartition's log); ``observer``
+    reads the run's output back (a kill timed by the output's growth watches it).
     """
 
     history: History
@@ -41,6 +43,7 @@ class FaultContext:
     environment: Environment | None = None
     driver: DriverProcess | None = None
     input_topic: str | None = None
+    observer: Observer | None = None
 
 
 class Fault(ABC):
@@ -104,6 +107,13 @@ class Fault(ABC):
         return self.context.environment
 
     @property
+    def observer(self) -> Observer:
+        """The run's output observer; a ConfigurationError when the context has none."""
+        if self.context.observer is None:
+            raise _missing(self.spec, "the observer of the run's output", "observer=<the Observer>")
+        return self.context.observer
+
+    @property
     def input_topic(self) -> str:
         """The run's input topic; a ConfigurationError when the context names none."""
         if self.context.input_topic is None:
@@ -117,7 +127,7 @@ def _missing(spec: FaultSpec, what: str, field: str) -> ConfigurationError:
 
 
 _REQUIRE = {"driver": lambda fault: fault.driver, "environment": lambda fault: fault.environment,
-            "input_topic": lambda fault: fault.input_topic}
+            "input_topic": lambda fault: fault.input_topic, "observer": lambda fault: fault.observer}
 
 
 class _NotWithin(StreamcertError):

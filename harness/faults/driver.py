@@ -1,11 +1,14 @@
-"""Driver faults: the query's driver process killed inside Spark's exactly-once window, or rescaled.
+"""Driver faults: the query's driver process killed inside Spark's exactly-once window, at a seeded random moment of
+a batch, just after the output of a batch became visible, or rescaled.
 
-Both act on the run's :class:`~streamcert.harness.run.driver.DriverProcess` (``FaultContext.driver``) from the
-harness process: they read its checkpoint, kill it and start it again from that checkpoint.
+They act on the run's :class:`~streamcert.harness.run.driver.DriverProcess` (``FaultContext.driver``) from the
+harness process: they read its checkpoint, kill it and start it again from that checkpoint. None needs the
+connector's cooperation: the moments are read from Spark's checkpoint, its progress events and the output.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
@@ -15,7 +18,11 @@ from streamcert.harness.faults.base import Fault, within
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.harness.run.state import repartition_state, stop_cleanly
 
-__all__ = ["DriverKillParams", "DriverKillFault", "RescaleParams", "RescaleFault"]
+__all__ = ["DriverKillParams", "DriverKillFault", "RandomKillParams", "DriverKillRandomFault", "OutputKillParams",
+           "DriverKillOnOutputFault", "RescaleParams", "RescaleFault", "typical_batch_ms"]
+
+#: A batch's length assumed before the query reported any (milliseconds).
+_DEFAULT_BATCH_MS = 500.0
 
 
 class DriverKillParams(FaultParams):
@@ -51,6 +58,119 @@ class DriverKillFault(Fault):
         driver.kill()
         return {"pending_batch": state.pending, "latest_commit": state.latest_commit,
                 "in_window": state.pending is not None and state.pending == first.pending}
+
+    def _heal(self) -> dict[str, Any]:
+        self.driver.restart()
+        return {"attempt": self.driver.attempt}
+
+
+def typical_batch_ms(driver: Any) -> float:
+    """The median ``triggerExecution`` of the batches the driver reported that read rows (all attempts), in ms."""
+    durations = [event["durationMs"].get("triggerExecution") for event in driver.events()
+                 if event.get("event") == "progress" and event.get("numInputRows", 0) > 0
+                 and isinstance(event.get("durationMs"), dict)]
+    durations = [float(d) for d in durations if d]
+    return statistics.median(durations) if durations else _DEFAULT_BATCH_MS
+
+
+def _phase(first: int | None, now: int | None) -> str:
+    if now is None:
+        return "between_batches"
+    return "in_batch" if now == first else "later_batch"
+
+
+def _wait_for_window(fault: Fault, min_batch: int) -> None:
+    driver = fault.driver
+
+    def window_open() -> bool:
+        pending = driver.checkpoint().pending
+        return pending is not None and pending >= min_batch
+
+    within(window_open, what=f"a pending batch >= {min_batch}", timeout=fault.window_timeout_s, interval=0.005,
+           abort=lambda: None if driver.is_running() else "the driver is not running")
+
+
+class RandomKillParams(FaultParams):
+    fraction: float = Field(ge=0, le=4, allow_inf_nan=False,
+                            description="when to strike after a batch began, as a fraction of a typical batch's "
+                                        "length (0.5: half way through it)")
+    min_batch: int = Field(1, ge=0, description="wait for a pending batch at least this high")
+
+
+def _random_kill_params(rng: Any) -> dict[str, Any]:
+    return {"fraction": round(rng.uniform(0.0, 1.5), 3)}
+
+
+@fault_kind("driver_kill_random", targets=("driver",), params=RandomKillParams, random_params=_random_kill_params)
+class DriverKillRandomFault(Fault):
+    """SIGKILL the driver at a moment of the batch lifecycle drawn from the schedule's seed, for any connector.
+
+    Once a batch at least ``min_batch`` is pending, the fault waits ``fraction`` times the median length of the
+    batches the query has run so far (its progress events), then kills: with fractions spread over 0-1.5 the kills
+    land while tasks read, while they write, inside the sink's commit, and between batches. The event records the
+    ``phase`` it struck (``in_batch``, ``later_batch``, ``between_batches``) and ``in_window`` (a batch was pending);
+    the kill is not aimed (``aimed`` false), so no moment counts as a miss. ``stop`` restarts the driver.
+    """
+
+    needs = ("driver",)
+    window_timeout_s = 120.0
+
+    def _inject(self) -> dict[str, Any]:
+        driver = self.driver
+        _wait_for_window(self, self.params.min_batch)
+        first = driver.checkpoint()
+        delay_ms = self.params.fraction * typical_batch_ms(driver)
+        time.sleep(delay_ms / 1000)
+        state = driver.checkpoint()
+        driver.kill()
+        return {"aimed": False, "phase": _phase(first.pending, state.pending), "in_window": state.pending is not None,
+                "delay_ms": round(delay_ms, 1), "pending_batch": state.pending, "latest_commit": state.latest_commit}
+
+    def _heal(self) -> dict[str, Any]:
+        self.driver.restart()
+        return {"attempt": self.driver.attempt}
+
+
+class OutputKillParams(FaultParams):
+    min_batch: int = Field(1, ge=0, description="wait for a pending batch at least this high")
+    batches: int = Field(20, ge=1, description="batches to watch for output before giving up")
+
+
+@fault_kind("driver_kill_on_output", targets=("driver",), params=OutputKillParams)
+class DriverKillOnOutputFault(Fault):
+    """SIGKILL the driver the moment the output shows new records while Spark has not committed the batch.
+
+    This is the moment after a sink made (part of) batch N visible and before Spark wrote ``commits/N``: the replay
+    must not write N again (SNK-3, SNK-4), and a sink that makes rows visible from its tasks is caught writing
+    them twice. The fault watches the run's output (``FaultContext.observer``: its :meth:`visible_mark`) for
+    up to ``batches`` batches; the event records ``in_window`` (still pending at the kill) and ``output_grew``.
+    A sink that commits faster than the observer sees may never be struck this way: ``reached`` is false then,
+    and what needed the moment is unknown.
+    """
+
+    needs = ("driver", "observer")
+    window_timeout_s = 120.0
+
+    def _inject(self) -> dict[str, Any]:
+        driver, observer = self.driver, self.observer
+        for tried in range(1, self.params.batches + 1):
+            _wait_for_window(self, self.params.min_batch)
+            batch, mark = driver.checkpoint().pending, observer.visible_mark()
+            if batch is None:
+                break
+            grew = within(lambda: observer.visible_mark() != mark or driver.checkpoint().pending != batch,
+                          what=f"output of batch {batch}", timeout=self.window_timeout_s, interval=0.002)
+            state = driver.checkpoint()
+            if grew and state.pending == batch:
+                driver.kill()
+                return {"aim": "committing", "reached": True, "in_window": True, "output_grew": True,
+                        "pending_batch": batch, "latest_commit": state.latest_commit, "batches_watched": tried}
+            if not driver.is_running():
+                break
+        state = driver.checkpoint()
+        driver.kill()
+        return {"aim": "committing", "reached": False, "in_window": False, "output_grew": False,
+                "pending_batch": state.pending, "latest_commit": state.latest_commit, "batches_watched": tried}
 
     def _heal(self) -> dict[str, Any]:
         self.driver.restart()

@@ -30,7 +30,8 @@ from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
 from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
-from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, reap, token_env
+from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, processes_with_token, reap, token_env
+from streamcert.harness.waiting import wait_for
 
 __all__ = ["DRIVER_TOKEN_VAR", "QuerySpec", "DriverProcess", "load_builder"]
 
@@ -116,6 +117,34 @@ class DriverProcess(ProcessBacked):
         """Ask the query to stop (SIGTERM), then force it; idempotent."""
         super().stop()
         self._reap()
+
+    def stop_gracefully(self, timeout: float = 60.0, linger_s: float = 10.0) -> dict[str, Any]:
+        """Ask the running query to stop (SIGTERM: the child stops between batches) and report how it went; then
+        remove whatever is left, as :meth:`stop` does.
+
+        The report (GEN-3's evidence): ``exited`` within ``timeout`` s, ``seconds`` it took, ``exit_code``,
+        ``leftover_processes`` of this attempt still alive ``linger_s`` s after the driver exited (a connector's
+        thread or process that outlives its query), and the checkpoint's ``pending_batch`` / ``latest_commit``.
+        """
+        if not self.is_running():
+            return {"running": False, "exit_code": self.exit_code()}
+        assert self._process is not None
+        began = time.monotonic()
+        exited = self._process.terminate(timeout)
+        seconds = time.monotonic() - began
+        token, leftovers = self._driver_token, []
+        if exited and token:
+            try:
+                wait_for(lambda: not processes_with_token(token, var=DRIVER_TOKEN_VAR),
+                         what="the driver's processes to exit", timeout=linger_s, interval=0.1)
+            except StartupFailed:  # the report counts what is left
+                leftovers = processes_with_token(token, var=DRIVER_TOKEN_VAR)
+        state = self.checkpoint()
+        report = {"running": True, "exited": exited, "seconds": round(seconds, 3), "exit_code": self.exit_code(),
+                  "leftover_processes": len(leftovers), "pending_batch": state.pending,
+                  "latest_commit": state.latest_commit}
+        self.stop()
+        return report
 
     def kill(self) -> None:
         """SIGKILL the driver and everything it started (JVM, Python workers): a crash."""

@@ -153,6 +153,21 @@ class ManagedProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def terminate(self, timeout: float) -> bool:
+        """Send the stop signal to the group and wait up to ``timeout`` s for the leader to exit; whether it did.
+
+        Nothing is forced: :meth:`stop` (or :meth:`kill`) afterwards removes whatever is left.
+        """
+        if self._popen is None or self._popen.poll() is not None:
+            return self._popen is not None
+        self._signal_group(signal.SIGCONT)
+        self._signal_group(self.stop_signal)
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def stop(self) -> None:
         """Stop gracefully, then forcefully; idempotent."""
         if self._popen is None:

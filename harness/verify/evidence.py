@@ -2,7 +2,8 @@
 
 ``fault_reached`` says whether the faults of a schedule struck where they were aimed. A driver kill aimed at
 Spark's offsets/commits window records ``in_window``; a kill or task failure at a connector's fault point
-records ``reached``; a fault that could not be started records ``fault-error``. When one missed, the run did not
+records ``reached``; a fault that could not be started records ``fault-error``. A kill at a random moment
+(``aimed`` false) has no target to miss: it counts as struck wherever it landed. When one missed, the run did not
 test what it meant to, so the verdict is ``"unknown"``: never a pass, and not a failure of the connector either.
 Called in the harness's process after the run, on :meth:`~streamcert.harness.run.history.History.events`.
 """
@@ -32,7 +33,8 @@ def fault_reached(events: Iterable[dict[str, Any]]) -> CheckResult:
             missed.append({"kind": "fault_error", "fault": event.get("fault"), "phase": event.get("phase"),
                            "error": event.get("error")})
         elif event["kind"] == "fault-start":
-            hit = next((bool(event[name]) for name in _STRUCK_FIELDS if name in event), True)
+            hit = event.get("aimed") is False or next(
+                (bool(event[name]) for name in _STRUCK_FIELDS if name in event), True)
             if hit:
                 struck += 1
             else:

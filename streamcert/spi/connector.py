@@ -35,11 +35,15 @@ from typing import Any, ClassVar
 
 from streamcert.spi.errors import ConfigurationError
 
-__all__ = ["KINDS", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
+__all__ = ["KINDS", "MOMENTS", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
            "AggregatorConnector"]
 
 #: What a connector can be.
 KINDS = ("source", "sink", "aggregator")
+#: The moments of a batch a connector's kill point can mark (:attr:`Connector.kill_points`): ``window`` — Spark
+#: planned the batch (``offsets/N``) and the sink has not made it visible; ``committing`` — the sink recorded its
+#: decision or made (part of) the batch visible, and Spark has not written ``commits/N``.
+MOMENTS = ("window", "committing")
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,13 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
     #: connector. The harness resolves each one alone, not its dependencies (pyspark ships most of them): list
     #: every jar pyspark lacks. They reach the query as ``spark.jars``.
     spark_packages: tuple[str, ...] = ()
+    #: Named fault points (:mod:`streamcert.spi.fault_points`) the connector reaches, each with the moment of
+    #: :data:`MOMENTS` it marks: the certification also kills the driver there. A bonus: the suite kills at
+    #: seeded random moments and when the output grows whether or not a connector names any.
+    kill_points: Mapping[str, str] = {}
+    #: Fault points reached in tasks after they wrote something (prepared, staged): the certification fails the
+    #: task attempt there, and the connector must never make that attempt's writes visible.
+    fail_points: tuple[str, ...] = ()
 
     def unpack_output(self, frame: Any) -> Any:
         """Rows as read back -> one row per workload record (a ``value`` column carrying the record's bytes).
@@ -132,6 +143,10 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
         if both:
             raise ConfigurationError(f"The {where} both claims and waives {', '.join(both)}.",
                                      hint="A requirement is either claimed or unclaimed with a reason.")
+        moments = sorted(f"{point}: {moment!r}" for point, moment in self.kill_points.items() if moment not in MOMENTS)
+        if moments:
+            raise ConfigurationError(f"The {where} marks kill points with unknown moments ({'; '.join(moments)}).",
+                                     hint=f"A kill point marks one of: {', '.join(MOMENTS)}.")
         empty = sorted(req for req, reason in self.unclaimed.items() if not str(reason).strip())
         if empty:
             raise ConfigurationError(f"The {where} waives {', '.join(empty)} without a reason.",

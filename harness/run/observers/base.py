@@ -85,6 +85,15 @@ class Observer(ABC):
         with self._lock:
             return sum(len(chunk) for chunk in self._chunks)
 
+    def visible_mark(self) -> Any:
+        """A cheap value that changes as soon as the output shows something new: what a fault timed by the output
+        polls every few milliseconds (:class:`~streamcert.harness.faults.driver.DriverKillOnOutputFault`).
+
+        Called in the harness's fault thread. The default is :meth:`count` (as fast as the observer's rounds);
+        a kind that can look faster (a folder's commit log) overrides it.
+        """
+        return self.count()
+
     def frame(self) -> pd.DataFrame:
         """Records seen so far, in arrival order: :data:`OUTPUT_COLUMNS` plus the kind's location columns."""
         with self._lock:

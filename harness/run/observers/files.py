@@ -63,6 +63,14 @@ class FilesObserver(Observer):
         super().__init__(target, unpack)
         self._read: set[str] = set()
 
+    def visible_mark(self) -> tuple[str, ...]:
+        """The entries of the sink's ``_spark_metadata`` log: a new one is a batch committed (one listing)."""
+        log_dir = Path(self.target.name) / "_spark_metadata"
+        try:
+            return tuple(sorted(entry.name for entry in log_dir.iterdir() if not entry.name.startswith(".")))
+        except FileNotFoundError:
+            return ()
+
     def _read_new(self) -> pd.DataFrame | None:
         new = [path for path in committed_files(Path(self.target.name)) if path not in self._read]
         if not new:

@@ -1,0 +1,180 @@
+"""Certify connectors: plan their scenarios, run them on one stack, judge every requirement, write ``results.json``.
+
+:func:`prepare` checks what the user asked for before anything starts (connectors found and declared correctly,
+requirement IDs known): a :class:`~streamcert.harness.errors.ConfigurationError` within seconds otherwise.
+:func:`certify` then starts the stack once, runs each planned scenario (:mod:`streamcert.conformance.plans`) with
+:func:`~streamcert.harness.scenario.run_scenario` into ``out/runs/<connector>/<scenario>/``, probes the sink's
+participant for leftovers, and judges each requirement (:mod:`streamcert.conformance.verdicts`). ``results.json``
+is rewritten after every run, marked incomplete until the end, so an interrupted certification keeps what it had.
+Runs in the harness's process; the queries run in driver processes of their own.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamcert.conformance.catalogue import CATALOGUE, Requirement, ids_for, requirement
+from streamcert.conformance.evidence import RunEvidence
+from streamcert.conformance.participants import probe_leftovers
+from streamcert.conformance.plans import PlannedRun, plan
+from streamcert.conformance.results import CertificationResult, RunSummary
+from streamcert.conformance.verdicts import JudgedRun, Verdict, judge, skipped
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.results import ConnectorSummary, RunResult
+from streamcert.harness.run.connectors import load_connector
+from streamcert.spi.connector import Connector
+
+__all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "certify", "replay_command"]
+
+#: What ``streamcert certify`` certifies when no connector is named.
+REFERENCE_CONNECTORS = ("streamcert-kafka", "streamcert-kafka-2pc", "streamcert-pg-2pc",
+                        "streamcert-batch-aggregator")
+
+
+@dataclass
+class Certification:
+    """What a certification will do, checked before the stack starts."""
+
+    connectors: dict[str, Connector]
+    wanted: set[str] | None
+    seed: int
+    quick: bool
+    strict: bool
+    runs: list[PlannedRun] = field(default_factory=list)
+
+    def requirements_of(self, connector: Connector) -> list[Requirement]:
+        return [req for req in CATALOGUE if req.id in ids_for(connector.kind)
+                and (self.wanted is None or req.id in self.wanted)]
+
+
+def prepare(references: list[str] | None, requirement_ids: list[str] | None = None, *, seed: int = 1,
+            quick: bool = False, strict: bool = True) -> Certification:
+    """Find and check the connectors and requirements; plan the runs. A ConfigurationError on any bad input."""
+    references = list(dict.fromkeys(references or REFERENCE_CONNECTORS))
+    connectors = {}
+    for reference in references:
+        connector = load_connector(reference)
+        connector.check_declaration(ids_for(connector.kind), strict=strict)
+        connectors[reference] = connector
+    names = [connector.name for connector in connectors.values()]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"Two connectors share a name: {', '.join(names)}.",
+                                 hint="Give each connector a name of its own (the class attribute name).")
+    wanted = {requirement(req_id).id for req_id in requirement_ids} if requirement_ids else None
+    if wanted is not None:
+        kinds = {c.kind for c in connectors.values()}
+        applicable = {req for kind in kinds for req in ids_for(kind)}
+        if not wanted & applicable:
+            raise ConfigurationError(
+                f"None of the requirements {', '.join(sorted(wanted))} applies to the connectors given "
+                f"({', '.join(f'{r}: {c.kind}' for r, c in connectors.items())}).",
+                hint="A source is judged on SRC and GEN, a sink on SNK and GEN, an aggregator on AGG and GEN.")
+    certification = Certification(connectors, wanted, seed, quick, strict)
+    for reference, connector in connectors.items():
+        certification.runs += plan(reference, connector, seed, quick, wanted)
+    return certification
+
+
+def replay_command(reference: str, requirement_id: str, seed: int, quick: bool) -> str:
+    """The command that replays one verdict: the same connector, requirement and seed give the same schedule."""
+    words = ["streamcert", "certify", "--connector", reference, "--requirements", requirement_id, "--seed", str(seed)]
+    return shlex.join(words + (["--quick"] if quick else []))
+
+
+def certify(certification: Certification, out: Path, *, provider: str = "auto", command: str = "",
+            on_run: Callable[[str, PlannedRun, RunResult | None], None] | None = None,
+            environment: Any = None) -> CertificationResult:
+    """Run ``certification`` and write ``out/results.json``; return the result.
+
+    ``on_run(phase, planned, result)`` is called with ``"start"`` before each run and ``"done"`` after it (the
+    progress display). ``environment``: an already started stack (tests); otherwise one is started here with
+    ``provider`` and stopped at the end.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = CertificationResult(
+        seed=certification.seed, quick=certification.quick, strict=certification.strict, provider=provider,
+        requirements=sorted(certification.wanted) if certification.wanted else None, command=command,
+        connectors=[c.name for c in certification.connectors.values()], started_at=time.time(),
+        declarations={c.name: ConnectorSummary.of(c, ref) for ref, c in certification.connectors.items()})
+    judged: list[JudgedRun] = []
+    try:
+        result.save(out / "results.json")
+        if environment is not None:
+            _run_all(certification, environment, out, judged, result, on_run)
+        else:
+            from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+
+            with Environment(EnvironmentConfig(provider=provider)) as env:
+                _run_all(certification, env, out, judged, result, on_run)
+        result.complete = True
+    except BaseException as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, Exception) and not isinstance(exc, ConfigurationError):
+            result.error += "\n" + traceback.format_exc(limit=5)
+        raise
+    finally:
+        result.verdicts = _verdicts(certification, judged)
+        result.duration_s = round(time.time() - result.started_at, 3)
+        result.save(out / "results.json")
+    return result
+
+
+def _run_all(certification: Certification, env: Any, out: Path, judged: list[JudgedRun],
+             result: CertificationResult, on_run) -> None:
+    from streamcert.harness.scenario import run_scenario
+
+    for planned in certification.runs:
+        connector = certification.connectors[planned.connector]
+        folder = out / "runs" / _slug(connector.name) / planned.name
+        if on_run:
+            on_run("start", planned, None)
+        run_result = run_scenario(env, planned.scenario, folder)
+        probe = _probe(run_result, env)
+        sink = load_connector(planned.scenario.sink, "sink")
+        kill_points = {**sink.kill_points, **connector.kill_points}
+        evidence = RunEvidence.of_run(run_result, folder, kill_points, probe)
+        judged.append(JudgedRun(planned, run_result, evidence, folder.relative_to(out)))
+        result.runs.append(RunSummary(
+            connector=connector.name, scenario=planned.name, judges=list(planned.judges),
+            folder=str(folder.relative_to(out)), seed=run_result.seed, complete=run_result.complete,
+            valid=run_result.valid, duration_s=run_result.duration_s, driver_attempts=run_result.driver_attempts,
+            faults=sum(1 for e in run_result.history if e["kind"] == "fault-start"),
+            error=(run_result.error or "").splitlines()[0] if run_result.error else None))
+        result.verdicts = _verdicts(certification, judged)
+        result.save(out / "results.json")
+        if on_run:
+            on_run("done", planned, run_result)
+
+
+def _probe(run_result: RunResult, env: Any):
+    if not run_result.complete or not run_result.output:
+        return None
+    endpoints = env.endpoints
+    return probe_leftovers(run_result.output["kind"], run_result.output["name"], endpoints.bootstrap_servers,
+                           endpoints.postgres_dsn)
+
+
+def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Verdict]:
+    verdicts = []
+    for reference, connector in certification.connectors.items():
+        runs = [run for run in judged if run.planned.connector == reference]
+        for req in certification.requirements_of(connector):
+            if req.id not in connector.claims:
+                verdicts.append(skipped(connector, req))
+                continue
+            mine = [run for run in runs if req.id in run.planned.judges]
+            verdict = judge(connector, req, mine)
+            verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick)
+            verdicts.append(verdict)
+    return verdicts
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name) or "connector"

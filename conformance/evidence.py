@@ -1,0 +1,216 @@
+"""Evidence checks of the catalogue (:data:`~streamcert.conformance.catalogue.EVIDENCE_CHECKS`) read from a finished
+run: its history, the driver's progress events, and (``leftovers``) the sink's participant after the run.
+
+Each returns a :class:`~streamcert.harness.verify.checkers.CheckResult` (valid / invalid / unknown, counts, first
+violations), like the output checkers. A check this version cannot decide yet returns ``unknown`` with the reason:
+never a pass. Called in the harness's process by :mod:`streamcert.conformance.certify`, after each run and
+(``leftovers``) while the stack still runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
+
+__all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "kills_struck", "faults_happened", "progress", "admission",
+           "clean_stop", "leftovers", "not_judged", "evidence_check"]
+
+#: The fault kinds that kill the driver.
+KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
+#: The moment of the batch a requirement's kills must strike (:data:`streamcert.spi.connector.MOMENTS`).
+AIMS = {"SRC-1": "window", "SNK-1": "window", "SNK-3": "committing", "SNK-4": "committing", "AGG-4": "committing"}
+#: Seconds a query may take to stop once asked (GEN-3).
+STOP_BOUND_S = 30.0
+
+
+class RunEvidence:
+    """What a finished run left: its history, the driver's events, its scenario and the sink's declared points."""
+
+    def __init__(self, history: list[dict[str, Any]], driver_events: list[dict[str, Any]],
+                 options: Mapping[str, Any], kill_points: Mapping[str, str], leftover_probe: CheckResult | None = None):
+        self.history = history
+        self.driver_events = driver_events
+        self.options = dict(options)
+        self.kill_points = dict(kill_points)
+        self.leftover_probe = leftover_probe
+
+    @classmethod
+    def of_run(cls, result: Any, workdir: Path, kill_points: Mapping[str, str],
+               leftover_probe: CheckResult | None = None) -> "RunEvidence":
+        """From a :class:`~streamcert.harness.results.RunResult` and its work folder."""
+        return cls(result.history, read_driver_events(Path(workdir) / "driver" / "driver-events.jsonl"),
+                   result.scenario.get("options", {}), kill_points, leftover_probe)
+
+    def fault_starts(self) -> list[dict[str, Any]]:
+        return [event for event in self.history if event["kind"] == "fault-start"]
+
+    def progress_events(self) -> list[dict[str, Any]]:
+        return [event for event in self.driver_events if event.get("event") == "progress"]
+
+
+def read_driver_events(path: Path) -> list[dict[str, Any]]:
+    """The driver's ``events.jsonl`` (every attempt); a line cut by a SIGKILL is skipped."""
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
+def _result(name: str, valid: bool | str, counts: dict[str, int], violations: list[dict], error: str | None = None,
+            **data: Any) -> CheckResult:
+    return CheckResult(name, valid, counts, violations[:MAX_VIOLATIONS], error, data)
+
+
+# -- faults ---------------------------------------------------------------------------------------
+
+def _moment(event: dict[str, Any], kill_points: Mapping[str, str]) -> str | None:
+    """The moment of the batch a kill struck, or None when it struck outside any batch (or missed its point)."""
+    fault = event.get("fault")
+    if fault == "driver_kill_at":
+        if not event.get("reached") or event.get("pending_batch") is None:
+            return None
+        return kill_points.get((event.get("params") or {}).get("point", ""), "window")
+    if fault == "driver_kill_on_output":
+        return "committing" if event.get("reached") and event.get("in_window") else None
+    return "window" if event.get("in_window") else None
+
+
+def kills_struck(evidence: RunEvidence, aim: str) -> CheckResult:
+    """``fault_reached`` for a requirement whose kills must land at ``aim``: valid when at least one did.
+
+    ``committing`` kills also count as ``window`` kills (the batch was still uncommitted). Kills that landed
+    elsewhere (between batches, a point never reached) are listed; they do not spoil the run, but alone they leave
+    the verdict unknown: the requirement was not exercised.
+    """
+    kills = [event for event in evidence.fault_starts() if event.get("fault") in KILL_FAULTS]
+    errors = [event for event in evidence.history if event["kind"] == "fault-error"
+              and event.get("fault") in KILL_FAULTS and event.get("phase") == "start"]
+    moments = [_moment(event, evidence.kill_points) for event in kills]
+    struck = sum(1 for moment in moments if moment == aim or (aim == "window" and moment == "committing"))
+    elsewhere = [{"fault": event.get("fault"), "point": (event.get("params") or {}).get("point"),
+                  "phase": event.get("phase"), "pending_batch": event.get("pending_batch"),
+                  "latest_commit": event.get("latest_commit")}
+                 for event, moment in zip(kills, moments) if moment != aim]
+    elsewhere += [{"fault": event.get("fault"), "error": event.get("error")} for event in errors]
+    counts = {"kills": len(kills), "struck": struck, "elsewhere": len(elsewhere) - len(errors),
+              "errors": len(errors)}
+    if struck:
+        return _result("fault_reached", True, counts, elsewhere, aim=aim)
+    return _result("fault_reached", UNKNOWN, counts, elsewhere,
+                   f"no driver kill struck the {aim} moment of a batch: the requirement was not exercised", aim=aim)
+
+
+def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResult:
+    """``fault_reached`` for a requirement that needs faults of ``kinds``: valid when at least one started and none
+    of those kinds failed to start; unknown otherwise."""
+    started = [event for event in evidence.fault_starts() if event.get("fault") in kinds]
+    errors = [{"fault": event.get("fault"), "phase": event.get("phase"), "error": event.get("error")}
+              for event in evidence.history if event["kind"] == "fault-error" and event.get("fault") in kinds]
+    counts = {"started": len(started), "errors": len(errors)}
+    if started and not errors:
+        return _result("fault_reached", True, counts, [])
+    reason = (f"{len(errors)} fault(s) failed: the run did not exercise all it was meant to" if errors else
+              f"none of the faults it needs ({', '.join(kinds)}) happened")
+    return _result("fault_reached", UNKNOWN, counts, errors, reason)
+
+
+# -- the query's own reports ----------------------------------------------------------------------
+
+def progress(evidence: RunEvidence) -> CheckResult:
+    """Batches report their input rows and durations, batches with input happened, and after each fault healed
+    the query reported progress again (it did not stall)."""
+    events = evidence.progress_events()
+    malformed = [{"batchId": e.get("batchId"), "attempt": e.get("attempt")} for e in events
+                 if not isinstance(e.get("numInputRows"), int) or not isinstance(e.get("durationMs"), dict)]
+    with_input = sum(1 for e in events if (e.get("numInputRows") or 0) > 0)
+    stalls = []
+    for stop in (event for event in evidence.history if event["kind"] == "fault-stop"):
+        if not any(e.get("time", 0) > stop["time"] for e in events):
+            stalls.append({"fault": stop.get("fault"), "stopped_at": stop["time"],
+                           "detail": "no progress reported after the fault healed"})
+    counts = {"progress_events": len(events), "batches_with_input": with_input, "malformed": len(malformed),
+              "stalls": len(stalls)}
+    if not events:
+        return _result("progress", False, counts, [], "the query reported no progress at all")
+    valid = with_input > 0 and not malformed and not stalls
+    return _result("progress", valid, counts, malformed + stalls,
+                   None if valid else "progress was missing, malformed, or stopped after a fault")
+
+
+def admission(evidence: RunEvidence) -> CheckResult:
+    """No batch read more rows than the scenario's ``max_records_per_batch``, and the backlog took several batches."""
+    limit = evidence.options.get("max_records_per_batch")
+    events = [e for e in evidence.progress_events() if isinstance(e.get("numInputRows"), int)]
+    if limit is None:
+        return _result("admission", UNKNOWN, {"batches": len(events)}, [], "the run set no per-batch limit")
+    over = [{"batchId": e.get("batchId"), "attempt": e.get("attempt"), "numInputRows": e["numInputRows"],
+             "limit": int(limit)} for e in events if e["numInputRows"] > int(limit)]
+    with_input = sum(1 for e in events if e["numInputRows"] > 0)
+    counts = {"batches": len(events), "batches_with_input": with_input, "over_limit": len(over),
+              "largest_batch": max((e["numInputRows"] for e in events), default=0), "limit": int(limit)}
+    if over:
+        return _result("admission", False, counts, over, f"{len(over)} batch(es) read more than {limit} rows")
+    if with_input < 2:
+        return _result("admission", UNKNOWN, counts, [], "the backlog fitted in one batch: the limit was not tested")
+    return _result("admission", True, counts, [])
+
+
+def clean_stop(evidence: RunEvidence) -> CheckResult:
+    """The query asked to stop at the end of the run exited within :data:`STOP_BOUND_S`, with code 0, its last
+    batch committed, and nothing of its processes left behind."""
+    stops = [event for event in evidence.history if event["kind"] == "driver-stop"]
+    if not stops or not stops[-1].get("running"):
+        return _result("clean_stop", UNKNOWN, {}, [], "the query was not running at the end of the run: no stop "
+                                                      "was asked of it")
+    stop = stops[-1]
+    problems = []
+    if not stop.get("exited"):
+        problems.append({"problem": "did not exit", "waited_s": stop.get("seconds")})
+    elif stop.get("seconds", 0) > STOP_BOUND_S:
+        problems.append({"problem": "slow", "seconds": stop.get("seconds"), "bound_s": STOP_BOUND_S})
+    if stop.get("exited") and stop.get("exit_code") not in (0,):
+        problems.append({"problem": "exit code", "exit_code": stop.get("exit_code")})
+    if stop.get("pending_batch") is not None:
+        problems.append({"problem": "batch left uncommitted", "pending_batch": stop.get("pending_batch")})
+    if stop.get("leftover_processes"):
+        problems.append({"problem": "processes left", "count": stop.get("leftover_processes")})
+    counts = {"seconds_ms": int(1000 * (stop.get("seconds") or 0)), "problems": len(problems)}
+    return _result("clean_stop", not problems, counts, problems,
+                   None if not problems else "the query did not stop cleanly")
+
+
+def leftovers(evidence: RunEvidence) -> CheckResult:
+    """What the sink's participant holds after the run (probed by the certification while the stack runs)."""
+    if evidence.leftover_probe is None:
+        return _result("leftovers", UNKNOWN, {}, [], "the participant was not probed after the run")
+    return evidence.leftover_probe
+
+
+def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
+    def judge(_evidence: RunEvidence) -> CheckResult:
+        return _result(name, UNKNOWN, {}, [], f"this version of streamcert cannot decide {name} yet")
+    return judge
+
+
+_EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
+    "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
+    **{name: not_judged(name) for name in ("assignment", "end_offsets", "fencing", "option_errors",
+                                           "event_time_drift")},
+}
+
+
+def evidence_check(name: str, evidence: RunEvidence, requirement: str, faults: tuple[str, ...]) -> CheckResult:
+    """The evidence check ``name`` for ``requirement`` (whose procedure uses fault kinds ``faults``) on one run."""
+    if name == "fault_reached":
+        aim = AIMS.get(requirement)
+        return kills_struck(evidence, aim) if aim else faults_happened(evidence, faults)
+    return _EVIDENCE[name](evidence)

@@ -1,0 +1,232 @@
+"""The scenarios a certification runs for one connector, and the requirements each run's evidence decides.
+
+A connector is certified on a small set of runs per kind, Jepsen style: each run carries several faults and its
+history judges many requirements at once. A source under test is read into Spark's file sink (exactly-once, no
+cooperation needed); a sink under test is fed by the reference Kafka source; an aggregator sits between the
+reference source and the reference Kafka 2PC sink.
+
+The faults never rely on the connector's cooperation: the driver is killed inside Spark's offsets/commits window,
+at seeded random moments of the batch lifecycle (:class:`~streamcert.harness.faults.driver.DriverKillRandomFault`)
+and as soon as the output grows while a batch is uncommitted; Python workers are killed while they run a task.
+The connector's own fault points (``kill_points``, ``fail_points``) come on top. Every choice is drawn from
+``random.Random(f"{seed}:{connector}:{scenario}")``: the same seed gives the same schedules, byte for byte.
+
+Called in the harness's process by :func:`streamcert.conformance.certify.certify` before any run starts.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from streamcert.conformance.catalogue import ids_for
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.workload import WorkloadSpec
+from streamcert.harness.scenario import Scenario
+from streamcert.spi.connector import Connector
+
+__all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "plan", "judged_by"]
+
+#: The exactly-once sink a source under test writes into.
+SINK_PARTNER = "spark-files"
+#: The source that feeds a sink or an aggregator under test.
+SOURCE_PARTNER = "streamcert-kafka"
+#: The exactly-once sink behind an aggregator under test.
+AGGREGATOR_SINK = "streamcert-kafka-2pc"
+
+_NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
+_QUIET_S = 90.0
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One scenario of a certification: what it runs and which requirements its evidence decides."""
+
+    connector: str
+    name: str
+    judges: tuple[str, ...]
+    scenario: Scenario
+
+
+def _rng(seed: int, connector: Connector, scenario: str) -> random.Random:
+    return random.Random(f"{seed}:{connector.name}:{scenario}")
+
+
+def _chain(entries: list[tuple[str, str, dict, float]], first_at: float = 0.0, gap_s: float = 2.0) -> list[FaultSpec]:
+    """Faults one after the other: each starts ``gap_s`` after the previous one stopped (the driver restarted)."""
+    specs = []
+    for index, (fault, target, params, duration) in enumerate(entries):
+        after = index - 1 if index else None
+        specs.append(FaultSpec(fault, target, first_at if index == 0 else gap_s, duration, params, after=after))
+    return specs
+
+
+def _workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
+    return WorkloadSpec(**{"total": total, "keys": 24, "partitions": 3, "aborted_fraction": 0.1,
+                           "transaction_records": 50, "seed": rng.randrange(1 << 30), **changes})
+
+
+def _kills(rng: random.Random, count: int, kill_points: dict[str, str], sink_output_aware: bool) -> list:
+    """A window kill at a seeded delay, ``count`` kills at seeded random moments, one when the output grows (for
+    sinks), then the connector's (or its partner sink's) kill points: every ``committing`` one, and one
+    ``window`` one drawn by the seed."""
+    entries = [("driver_kill", "driver", {"min_batch": 1, "delay_ms": rng.randrange(0, 150)}, 0.0)]
+    entries += [("driver_kill_random", "driver", {"fraction": round(rng.uniform(0.0, 1.5), 3)}, 0.0)
+                for _ in range(count)]
+    if sink_output_aware:
+        entries.append(("driver_kill_on_output", "driver", {}, 0.0))
+    window = sorted(point for point, moment in kill_points.items() if moment == "window")
+    points = sorted(point for point, moment in kill_points.items() if moment == "committing")
+    points += [rng.choice(window)] if window else []
+    entries += [("driver_kill_at", "driver", {"point": point}, 0.0) for point in points]
+    return entries
+
+
+def _toxics(rng: random.Random, link: str, count: int) -> list:
+    chosen = rng.sample(_NETWORK, count)
+    from streamcert.harness.faults.registry import kind
+
+    return [(name, link, kind(name).random_params(rng), round(rng.uniform(2.0, 4.0), 2)) for name in chosen]
+
+
+# -- sources -------------------------------------------------------------------------------------
+
+def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[PlannedRun]:
+    runs = []
+    rng = _rng(seed, connector, "baseline")
+    runs.append(PlannedRun(ref, "baseline", ("SRC-2", "SRC-6", "SRC-9", "GEN-1", "GEN-3"), Scenario(
+        name=f"{connector.name}-baseline", source=ref, sink=SINK_PARTNER, parallelism=2,
+        options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
+        quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "driver-kills")
+    runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2"), Scenario(
+        name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
+        schedule=_chain(_kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False)),
+        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    if quick:
+        return runs
+    rng = _rng(seed, connector, "rescale")
+    runs.append(PlannedRun(ref, "rescale", ("SRC-4", "SRC-5", "SRC-10"), Scenario(
+        name=f"{connector.name}-rescale", source=ref, sink=SINK_PARTNER, parallelism=2,
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
+        schedule=_chain([("rescale", "driver", {"parallelism": 5}, 0.0),
+                         ("add_partitions", "kafka", {"count": 4}, 0.0),
+                         ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
+        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "network")
+    runs.append(PlannedRun(ref, "network", ("SRC-8",), Scenario(
+        name=f"{connector.name}-network", source=ref, sink=SINK_PARTNER, parallelism=2,
+        options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
+        schedule=_chain(_toxics(rng, "kafka", 3) + [("broker_restart", "kafka", {}, 1.0),
+                                                    ("broker_pause", "kafka", {}, 3.0),
+                                                    ("broker_kill", "kafka", {}, 2.0)], gap_s=2.0),
+        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    return runs
+
+
+# -- sinks ---------------------------------------------------------------------------------------
+
+def _sink_link(connector: Connector) -> str | None:
+    return {"kafka": "kafka", "postgres": "postgres"}.get(getattr(connector, "output_kind", ""))
+
+
+def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[PlannedRun]:
+    runs = []
+    rng = _rng(seed, connector, "baseline")
+    runs.append(PlannedRun(ref, "baseline", ("GEN-1", "GEN-3"), Scenario(
+        name=f"{connector.name}-baseline", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+        options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
+        quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "driver-kills")
+    runs.append(PlannedRun(ref, "driver-kills", ("SNK-1", "SNK-3", "SNK-4", "SNK-5"), Scenario(
+        name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 3000),
+        schedule=_chain(_kills(rng, 1 if quick else 2, dict(connector.kill_points), sink_output_aware=True)),
+        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "task-failures")
+    fails = [("python_worker_kill", "executor", {}, 0.0) for _ in range(1 if quick else 2)]
+    fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points]
+    runs.append(PlannedRun(ref, "task-failures", ("SNK-2", "SNK-5"), Scenario(
+        name=f"{connector.name}-tasks", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+        options={"max_records_per_batch": 100}, workload=_workload(rng, 2000),
+        schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    if quick:
+        return runs
+    link = _sink_link(connector)
+    if link is not None:
+        rng = _rng(seed, connector, "network")
+        restart = ("broker_restart", "kafka", {}, 1.0) if link == "kafka" else ("database_kill", "postgres", {}, 2.0)
+        runs.append(PlannedRun(ref, "network", ("SNK-7",), Scenario(
+            name=f"{connector.name}-network", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
+            schedule=_chain(_toxics(rng, link, 3) + [restart], gap_s=2.0),
+            faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "rescale")
+    runs.append(PlannedRun(ref, "rescale", ("SNK-8",), Scenario(
+        name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
+        schedule=_chain([("rescale", "driver", {"parallelism": 3}, 0.0),
+                         ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
+        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    return runs
+
+
+# -- aggregators ---------------------------------------------------------------------------------
+
+def _aggregator_scenario(ref: str, connector: Connector, name: str, rng: random.Random, **settings) -> Scenario:
+    """The query runs before any input (a stateful query's first batch is slow): load once it committed one."""
+    options = {"max_records_per_batch": 5000, "max_batch_size": 40, "max_wait_ms": 2000, "key_groups": 8,
+               **settings.pop("options", {})}
+    settings = {"trigger": "500 milliseconds", "quiet_timeout_s": _QUIET_S, **settings}
+    return Scenario(name=f"{connector.name}-{name}", source=SOURCE_PARTNER, aggregator=ref, sink=AGGREGATOR_SINK,
+                    parallelism=2, master="local[2,2]", options=options, load_after_first_batch=True,
+                    spark_conf={"spark.sql.shuffle.partitions": "4"},
+                    workload=_workload(rng, settings.pop("total", 1200), keys=30, transaction_records=40),
+                    **settings)
+
+
+def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[PlannedRun]:
+    from streamcert.harness.run.connectors import load_connector
+
+    runs = []
+    rng = _rng(seed, connector, "baseline")
+    runs.append(PlannedRun(ref, "baseline", ("AGG-1", "AGG-2", "AGG-3", "GEN-1", "GEN-3"),
+                           _aggregator_scenario(ref, connector, "baseline", rng)))
+    rng = _rng(seed, connector, "driver-kills")
+    points = {**load_connector(AGGREGATOR_SINK, "sink").kill_points, **connector.kill_points}
+    points = {point: moment for point, moment in points.items() if moment == "committing"}
+    runs.append(PlannedRun(ref, "driver-kills", ("AGG-1", "AGG-4"), _aggregator_scenario(
+        ref, connector, "kills", rng, total=1500, options={"max_records_per_batch": 100},
+        schedule=_chain(_kills(rng, 1 if quick else 2, points, sink_output_aware=True)), faults_after_output=1,
+        flush_slack_s=240.0)))
+    if quick:
+        return runs
+    rng = _rng(seed, connector, "rescale")
+    # groups still buffer records while the query is stopped; a stateful restart may show nothing for minutes
+    runs.append(PlannedRun(ref, "rescale", ("AGG-5", "AGG-6"), _aggregator_scenario(
+        ref, connector, "rescale", rng, options={"max_wait_ms": 15_000}, trigger="2 seconds",
+        schedule=[FaultSpec("rescale", "driver", 0.0, 0.0, {"parallelism": 1, "state_partitions": 2})],
+        faults_after_output=1, flush_slack_s=240.0, quiet_timeout_s=240.0)))
+    return runs
+
+
+_PLANNERS: dict[str, Callable[[str, Connector, int, bool], list[PlannedRun]]] = {
+    "source": _source_runs, "sink": _sink_runs, "aggregator": _aggregator_runs}
+
+
+def plan(reference: str, connector: Connector, seed: int, quick: bool = False,
+         wanted: set[str] | None = None) -> list[PlannedRun]:
+    """The runs that certify ``connector`` (named ``reference``): only those that judge a requirement of
+    ``wanted`` that the connector claims, when given."""
+    runs = _PLANNERS[connector.kind](reference, connector, seed, quick)
+    claimed = {req for req in ids_for(connector.kind) if req in connector.claims}
+    if wanted is not None:
+        claimed &= wanted
+    return [run for run in runs if claimed & set(run.judges)]
+
+
+def judged_by(runs: list[PlannedRun], requirement: str) -> list[PlannedRun]:
+    """The planned runs whose evidence decides ``requirement``."""
+    return [run for run in runs if requirement in run.judges]

@@ -1,0 +1,116 @@
+"""The result of a certification (``results.json``): a versioned pydantic model with a published JSON Schema.
+
+``streamcert certify`` writes it after every run (``complete`` false until the last verdict is in, so an
+interrupted certification keeps what it found) and reports render from it. The schema is committed as
+``harness/schemas/certification.schema.json``; ``python -m streamcert.conformance.results --schema`` prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from streamcert.conformance.verdicts import Verdict
+from streamcert.harness.results import ConnectorSummary
+from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
+from streamcert.harness.stack.machine import machine_info
+
+__all__ = ["SCHEMA_VERSION", "SCHEMA_FILE", "RunSummary", "CertificationResult", "versions", "json_schema"]
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = SCHEMAS_DIR / "certification.schema.json"
+
+
+def versions() -> dict[str, str | None]:
+    """The versions a verdict depends on: streamcert, Spark, Kafka, Python, Java, Spark's Kafka connector."""
+    from streamcert import __version__
+    from streamcert.connectors.spark_builtin import SPARK_KAFKA_PACKAGES
+    from streamcert.harness.stack.install import KAFKA_VERSION
+
+    machine = machine_info()
+    return {"streamcert": __version__, "spark": machine["pyspark"], "kafka": KAFKA_VERSION,
+            "python": machine["python"], "java": machine["java"], "git_commit": machine["git_commit"],
+            "spark_kafka_connector": SPARK_KAFKA_PACKAGES[0].rsplit(":", 1)[-1]}
+
+
+class RunSummary(BaseModel):
+    """One scenario run of the certification, with the requirements it judged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    connector: str
+    scenario: str
+    judges: list[str]
+    folder: str = Field(description="the run's folder (its results.json, ledger.parquet, output.parquet), relative "
+                                    "to the certification's")
+    seed: int
+    complete: bool
+    valid: bool | str
+    duration_s: float
+    driver_attempts: int
+    faults: int = Field(description="faults started")
+    error: str | None = None
+
+
+class CertificationResult(BaseModel):
+    """What a certification found. ``verdicts`` holds one entry per connector and requirement."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    schema_version: int = SCHEMA_VERSION
+    kind: str = "certification"
+    complete: bool = False
+    connectors: list[str] = Field(default_factory=list, description="names of the connectors certified")
+    declarations: dict[str, ConnectorSummary] = Field(default_factory=dict)
+    verdicts: list[Verdict] = Field(default_factory=list)
+    runs: list[RunSummary] = Field(default_factory=list)
+    seed: int
+    quick: bool = False
+    requirements: list[str] | None = Field(None, description="the requirements asked for (none: all)")
+    strict: bool = True
+    provider: str = "auto"
+    command: str = Field("", description="the command that made this result")
+    versions: dict[str, str | None] = Field(default_factory=versions)
+    machine: dict[str, Any] = Field(default_factory=machine_info)
+    started_at: float = 0.0
+    duration_s: float = 0.0
+    error: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        """Verdicts by kind: pass, fail, skip, unknown."""
+        out = {name: 0 for name in ("pass", "fail", "skip", "unknown")}
+        for verdict in self.verdicts:
+            out[verdict.verdict] += 1
+        return out
+
+    def passed(self) -> bool:
+        """True when every claimed requirement passed (skips aside) and the certification completed."""
+        counts = self.counts()
+        return self.complete and counts["fail"] == 0 and counts["unknown"] == 0 and counts["pass"] > 0
+
+    def save(self, path: Path) -> Path:
+        """Write atomically (a reader never sees half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(self.model_dump(mode="json"), indent=2, default=str))
+        os.replace(partial, path)
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> "CertificationResult":
+        return cls.model_validate_json(Path(path).read_text())
+
+
+def json_schema() -> str:
+    """The JSON Schema of a certification's ``results.json``, as committed in :data:`SCHEMA_FILE`."""
+    return render(CertificationResult.model_json_schema(), SCHEMA_FILE.name)
+
+
+if __name__ == "__main__":
+    sys.exit(schema_command(sys.argv[1:], json_schema, SCHEMA_FILE, "streamcert.conformance.results"))

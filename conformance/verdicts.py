@@ -1,0 +1,141 @@
+"""From runs to verdicts: each requirement of a connector is ``pass``, ``fail``, ``skip`` or ``unknown``.
+
+- ``skip``: the connector does not claim the requirement; the reason is the one it gave (or, for an optional
+  requirement, that it is optional).
+- ``fail``: a check that decides the requirement found a violation in one of the runs that judge it.
+- ``unknown``: nothing failed, but something could not be decided: a run did not complete, a check was unknown
+  (the kill missed its moment, the fault never happened, the output stopped being read), or no run judged it.
+- ``pass``: every check that decides it was valid on every run that judges it.
+
+A requirement whose procedure uses faults is unknown unless those faults happened in the run (and, for the kills
+of :data:`~streamcert.conformance.evidence.AIMS`, struck their moment). Each verdict keeps its evidence: the runs,
+their seeds, the faults as they happened, the checks with their first violations, and the command that replays it.
+Called in the harness's process once the runs are done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from streamcert.conformance.catalogue import EVIDENCE_CHECKS, Requirement
+from streamcert.conformance.evidence import RunEvidence, evidence_check
+from streamcert.conformance.plans import PlannedRun
+from streamcert.harness.results import RunResult
+from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
+
+__all__ = ["VERDICTS", "Verdict", "JudgedRun", "judge", "skipped"]
+
+VERDICTS = ("pass", "fail", "skip", "unknown")
+#: Violations kept per check in a verdict's evidence.
+_FIRST = 5
+_FAULT_FIELDS = ("kind", "elapsed_s", "fault", "target", "params", "phase", "in_window", "reached", "aim",
+                 "pending_batch", "latest_commit", "delay_ms", "error", "attempt")
+
+
+class Verdict(BaseModel):
+    """One requirement of one connector."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    connector: str = Field(description="the connector's name")
+    requirement: str
+    verdict: Literal["pass", "fail", "skip", "unknown"]
+    reason: str
+    evidence: dict[str, Any] = Field(default_factory=dict,
+                                     description="runs (scenario, seed, folder, faults, checks) and the replay "
+                                                 "command")
+
+
+@dataclass
+class JudgedRun:
+    """A planned run once it ran: its result, the evidence read from it, and its folder (relative to the
+    certification's)."""
+
+    planned: PlannedRun
+    result: RunResult
+    evidence: RunEvidence
+    folder: Path
+
+
+def skipped(connector: Any, requirement: Requirement) -> Verdict:
+    reason = str(connector.unclaimed.get(requirement.id, "")).strip()
+    if not reason:
+        reason = ("optional, and not claimed" if requirement.optional else
+                  "neither claimed nor waived (the declaration gives no reason; strict mode refuses this)")
+    return Verdict(connector=connector.name, requirement=requirement.id, verdict="skip", reason=reason)
+
+
+def _checks_of(requirement: Requirement, run: JudgedRun) -> list[CheckResult]:
+    by_name = {check["name"]: check for check in run.result.checks}
+    checks = []
+    for name in requirement.checks:
+        if name in EVIDENCE_CHECKS:
+            checks.append(evidence_check(name, run.evidence, requirement.id, requirement.faults))
+        elif name in by_name:
+            found = by_name[name]
+            checks.append(CheckResult(name, found["valid"], found.get("counts", {}), found.get("violations", []),
+                                      found.get("error"), found.get("data", {})))
+        else:
+            checks.append(CheckResult(name, UNKNOWN, {}, [], f"the run has no {name} check"))
+    if requirement.faults and "fault_reached" not in requirement.checks:
+        checks.append(evidence_check("fault_reached", run.evidence, requirement.id, requirement.faults))
+    return checks
+
+
+def _summary(check: CheckResult) -> str:
+    if check.valid is False:
+        found = {k: v for k, v in check.counts.items() if v and k not in ("acknowledged", "delivered", "records",
+                                                                          "attempted", "ok")}
+        first = check.violations[0] if check.violations else None
+        return f"{check.name} invalid ({_counts(found) or check.error or 'violations'})" + (
+            f", first: {first}" if first else "")
+    return f"{check.name} unknown ({check.error or 'undecided'})"
+
+
+def _counts(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in list(counts.items())[:4])
+
+
+def _faults(run: JudgedRun) -> list[dict[str, Any]]:
+    return [{key: event[key] for key in _FAULT_FIELDS if key in event} for event in run.result.history
+            if event["kind"] in ("fault-start", "fault-stop", "fault-error", "driver-stop")]
+
+
+def _run_evidence(run: JudgedRun, checks: list[CheckResult]) -> dict[str, Any]:
+    return {"scenario": run.planned.name, "seed": run.result.seed, "folder": str(run.folder),
+            "complete": run.result.complete, "error": run.result.error, "driver_attempts": run.result.driver_attempts,
+            "faults": _faults(run),
+            "checks": [{**check.to_dict(), "violations": check.to_dict()["violations"][:_FIRST]} for check in checks]}
+
+
+def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun]) -> Verdict:
+    """The verdict of a claimed ``requirement`` from the ``runs`` that judge it (all of them must pass)."""
+    name = connector.name
+    if not runs:
+        return Verdict(connector=name, requirement=requirement.id, verdict="unknown",
+                       reason="no run of this certification exercises it (this version has no scenario for it, or "
+                              "the run was cut short)")
+    failed, unknown, evidence = [], [], []
+    for run in runs:
+        if not run.result.complete:
+            unknown.append(f"{run.planned.name}: the run did not complete ({(run.result.error or '').splitlines()[0]})")
+            evidence.append(_run_evidence(run, []))
+            continue
+        checks = _checks_of(requirement, run)
+        evidence.append(_run_evidence(run, checks))
+        failed += [f"{run.planned.name}: {_summary(c)}" for c in checks if c.valid is False]
+        unknown += [f"{run.planned.name}: {_summary(c)}" for c in checks if c.valid is not True and c.valid is not False]
+    record = {"runs": evidence}
+    if failed:
+        return Verdict(connector=name, requirement=requirement.id, verdict="fail", reason="; ".join(failed),
+                       evidence=record)
+    if unknown:
+        return Verdict(connector=name, requirement=requirement.id, verdict="unknown", reason="; ".join(unknown),
+                       evidence=record)
+    scenarios = ", ".join(run.planned.name for run in runs)
+    return Verdict(connector=name, requirement=requirement.id, verdict="pass",
+                   reason=f"every check of {', '.join(requirement.checks)} valid on {scenarios}", evidence=record)
