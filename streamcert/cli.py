@@ -157,7 +157,7 @@ class _RunProgress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.console = Console(stderr=True, highlight=False)
+        self.console = Console(stderr=True, highlight=False, width=max(100, min(160, _terminal_width())))
         quiet = os.environ.get("STREAMCERT_QUIET") == "1"
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=self.console, disable=quiet, transient=False)

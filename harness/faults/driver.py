@@ -44,14 +44,8 @@ class DriverKillFault(Fault):
     window_timeout_s = 120.0
 
     def _inject(self) -> dict[str, Any]:
-        driver, min_batch = self.driver, self.params.min_batch
-
-        def window_open() -> bool:
-            pending = driver.checkpoint().pending
-            return pending is not None and pending >= min_batch
-
-        within(window_open, what=f"a pending batch >= {min_batch}", timeout=self.window_timeout_s, interval=0.005,
-               abort=lambda: None if driver.is_running() else "the driver is not running")
+        driver = self.driver
+        _wait_for_window(self, self.params.min_batch)
         first = driver.checkpoint()
         time.sleep(self.params.delay_ms / 1000)
         state = driver.checkpoint()
@@ -80,9 +74,16 @@ def _phase(first: int | None, now: int | None) -> str:
 
 
 def _wait_for_window(fault: Fault, min_batch: int) -> None:
-    driver = fault.driver
+    """Wait until the driver's *current* attempt started its query and a batch >= ``min_batch`` is pending.
+
+    A batch a killed attempt left pending shows in the checkpoint at once; striking before the new attempt even
+    started its query would be a kill during start-up, not in a batch.
+    """
+    driver, attempt = fault.driver, fault.driver.attempt
 
     def window_open() -> bool:
+        if not any(event.get("event") == "started" for event in driver.events(attempt)):
+            return False
         pending = driver.checkpoint().pending
         return pending is not None and pending >= min_batch
 

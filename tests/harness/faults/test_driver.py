@@ -34,6 +34,9 @@ class _Driver:
     def is_running(self) -> bool:
         return self.running
 
+    def events(self, attempt: int | None = None) -> list[dict]:
+        return [{"event": "started", "attempt": self.attempt}]
+
     def kill(self) -> None:
         self.calls.append("kill")
         self.running = False
@@ -95,3 +98,59 @@ def test_driver_faults_are_not_environment_faults(spec, tmp_path):
     with pytest.raises(ConfigurationError, match="driver process") as info:
         build_fault(spec, FaultContext(environment=object(), history=History(), workdir=tmp_path))
     assert "FaultContext(driver=" in str(info.value)
+
+
+class _Output:
+    """An observer stand-in whose visible mark grows after ``grows_after`` looks."""
+
+    def __init__(self, grows_after: int | None) -> None:
+        self.grows_after, self.looks = grows_after, 0
+
+    def visible_mark(self) -> int:
+        self.looks += 1
+        return 1 if self.grows_after is not None and self.looks > self.grows_after else 0
+
+
+def test_a_random_kill_strikes_a_fraction_of_a_typical_batch_into_the_window_and_is_never_a_miss(tmp_path):
+    driver, history = _Driver(pending=2), History()
+    driver.events = lambda attempt=None: [{"event": "started", "attempt": 1}] + [
+        {"event": "progress", "numInputRows": 5, "durationMs": {"triggerExecution": 400}}] * 3
+    fault = build_fault(FaultSpec("driver_kill_random", "driver", 0, 0, {"fraction": 0.25}),
+                        _context(driver, tmp_path, history))
+    fault.start()
+    started = history.events("fault-start")[0]
+    assert driver.calls == ["kill"] and started["delay_ms"] == 100.0 and started["aimed"] is False
+    assert (started["phase"], started["in_window"]) == ("in_batch", True)
+    from streamcert.harness.verify.evidence import fault_reached
+
+    assert fault_reached(history.events()).valid is True
+
+
+def test_a_random_kill_needs_a_fraction_within_bounds():
+    with pytest.raises(ConfigurationError, match="fraction"):
+        FaultSpec("driver_kill_random", "driver", 0, 0, {"fraction": 9.0})
+
+
+def test_a_kill_on_output_strikes_when_the_output_grows_while_the_batch_is_pending(tmp_path):
+    driver, history = _Driver(pending=3), History()
+    fault = build_fault(FaultSpec("driver_kill_on_output", "driver", 0, 0, {}),
+                        FaultContext(driver=driver, history=history, workdir=tmp_path, observer=_Output(5)))
+    fault.start()
+    started = history.events("fault-start")[0]
+    assert driver.calls == ["kill"]
+    assert (started["reached"], started["in_window"], started["pending_batch"]) == (True, True, 3)
+
+
+def test_a_kill_on_output_that_never_sees_output_says_it_missed(tmp_path):
+    driver, history = _Driver(pending=3), History()
+    fault = build_fault(FaultSpec("driver_kill_on_output", "driver", 0, 0, {"batches": 1}),
+                        FaultContext(driver=driver, history=history, workdir=tmp_path, observer=_Output(None)))
+    fault.window_timeout_s = 0.3
+    fault.start()
+    assert history.events("fault-start")[0]["reached"] is False
+
+
+def test_a_kill_on_output_needs_the_observer(tmp_path):
+    with pytest.raises(ConfigurationError, match="observer"):
+        build_fault(FaultSpec("driver_kill_on_output", "driver", 0, 0, {}),
+                    FaultContext(driver=_Driver(pending=1), history=History(), workdir=tmp_path))

@@ -1,0 +1,116 @@
+"""The evidence checks read from a run's history and the driver's progress events: each one valid on good
+evidence, and invalid or unknown on broken evidence (a check that cannot fail is not worth having)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.conformance.evidence import (RunEvidence, admission, clean_stop, evidence_check, faults_happened,
+                                             kills_struck, leftovers, progress)
+
+
+def _evidence(history=(), driver_events=(), options=None, kill_points=None, probe=None) -> RunEvidence:
+    return RunEvidence(list(history), list(driver_events), options or {}, kill_points or {}, probe)
+
+
+def _kill(fault, time=1.0, **fields):
+    return {"kind": "fault-start", "time": time, "fault": fault, **fields}
+
+
+def _progress(batch, rows, time=0.0, attempt=1):
+    return {"event": "progress", "batchId": batch, "numInputRows": rows, "durationMs": {"triggerExecution": 100},
+            "time": time, "attempt": attempt}
+
+
+def test_a_window_kill_that_struck_the_window_exercises_the_requirement():
+    found = kills_struck(_evidence([_kill("driver_kill", in_window=True, pending_batch=2)]), "window")
+    assert found.valid is True and found.counts["struck"] == 1
+
+
+def test_kills_that_all_landed_between_batches_leave_the_verdict_unknown():
+    history = [_kill("driver_kill_random", aimed=False, in_window=False, phase="between_batches"),
+               _kill("driver_kill", in_window=False)]
+    found = kills_struck(_evidence(history), "window")
+    assert found.valid == "unknown" and found.counts == {"kills": 2, "struck": 0, "elsewhere": 2, "errors": 0}
+    assert "not exercised" in found.error
+
+
+def test_the_committing_moment_needs_a_kill_after_the_output_grew_or_at_a_committing_point():
+    window_only = _evidence([_kill("driver_kill", in_window=True)])
+    assert kills_struck(window_only, "committing").valid == "unknown"
+    on_output = _evidence([_kill("driver_kill_on_output", reached=True, in_window=True)])
+    assert kills_struck(on_output, "committing").valid is True
+    points = {"sink.after-commit": "committing", "sink.after-write": "window"}
+    at_point = _evidence([_kill("driver_kill_at", params={"point": "sink.after-commit"}, reached=True,
+                                pending_batch=4)], kill_points=points)
+    assert kills_struck(at_point, "committing").valid is True
+    unreached = _evidence([_kill("driver_kill_at", params={"point": "sink.after-commit"}, reached=False,
+                                 pending_batch=4)], kill_points=points)
+    assert kills_struck(unreached, "committing").valid == "unknown"
+    window_point = _evidence([_kill("driver_kill_at", params={"point": "sink.after-write"}, reached=True,
+                                    pending_batch=4)], kill_points=points)
+    assert kills_struck(window_point, "committing").valid == "unknown"
+    assert kills_struck(window_point, "window").valid is True
+
+
+def test_a_requirement_whose_fault_never_happened_or_failed_is_unknown():
+    assert faults_happened(_evidence([]), ("rescale",)).valid == "unknown"
+    failed = [_kill("rescale"), {"kind": "fault-error", "time": 2.0, "fault": "rescale", "phase": "start",
+                                 "error": "StartupFailed: x"}]
+    assert faults_happened(_evidence(failed), ("rescale",)).valid == "unknown"
+    assert faults_happened(_evidence([_kill("rescale")]), ("rescale",)).valid is True
+
+
+def test_fault_reached_picks_the_aim_of_the_requirement():
+    evidence = _evidence([_kill("driver_kill", in_window=True)])
+    assert evidence_check("fault_reached", evidence, "SNK-1", ("driver_kill",)).valid is True
+    assert evidence_check("fault_reached", evidence, "SNK-4", ("driver_kill",)).valid == "unknown"
+
+
+def test_progress_is_valid_when_batches_report_rows_and_the_query_went_on_after_each_fault():
+    history = [{"kind": "fault-stop", "time": 5.0, "fault": "latency"}]
+    good = _evidence(history, [_progress(0, 10, 1.0), _progress(1, 10, 6.0)])
+    assert progress(good).valid is True
+    stalled = _evidence(history, [_progress(0, 10, 1.0)])
+    assert progress(stalled).valid is False and progress(stalled).counts["stalls"] == 1
+    assert progress(_evidence([], [])).valid is False
+    malformed = _evidence([], [{"event": "progress", "batchId": 0, "time": 1.0}, _progress(1, 5)])
+    assert progress(malformed).valid is False
+
+
+def test_admission_fails_a_batch_over_the_limit_and_is_unknown_when_the_limit_was_never_tested():
+    over = _evidence([], [_progress(0, 100), _progress(1, 101)], {"max_records_per_batch": 100})
+    assert admission(over).valid is False and admission(over).violations[0]["numInputRows"] == 101
+    within = _evidence([], [_progress(0, 100), _progress(1, 40)], {"max_records_per_batch": 100})
+    assert admission(within).valid is True
+    one_batch = _evidence([], [_progress(0, 40)], {"max_records_per_batch": 100})
+    assert admission(one_batch).valid == "unknown"
+    assert admission(_evidence([], [_progress(0, 40)])).valid == "unknown"
+
+
+@pytest.mark.parametrize("stop, problem", [
+    ({"exited": False, "seconds": 60.0}, "did not exit"),
+    ({"exited": True, "seconds": 45.0, "exit_code": 0}, "slow"),
+    ({"exited": True, "seconds": 1.0, "exit_code": 1}, "exit code"),
+    ({"exited": True, "seconds": 1.0, "exit_code": 0, "pending_batch": 7}, "batch left uncommitted"),
+    ({"exited": True, "seconds": 1.0, "exit_code": 0, "leftover_processes": 2}, "processes left"),
+])
+def test_a_stop_that_is_slow_unclean_or_leaves_processes_is_not_clean(stop, problem):
+    found = clean_stop(_evidence([{"kind": "driver-stop", "time": 1.0, "running": True, **stop}]))
+    assert found.valid is False and found.violations[0]["problem"] == problem
+
+
+def test_a_clean_stop_and_a_stop_never_asked():
+    clean = {"kind": "driver-stop", "time": 1.0, "running": True, "exited": True, "seconds": 2.0, "exit_code": 0,
+             "pending_batch": None, "leftover_processes": 0}
+    assert clean_stop(_evidence([clean])).valid is True
+    assert clean_stop(_evidence([{"kind": "driver-stop", "time": 1.0, "running": False}])).valid == "unknown"
+
+
+def test_leftovers_without_a_probe_decide_nothing():
+    assert leftovers(_evidence()).valid == "unknown"
+
+
+@pytest.mark.parametrize("name", ["assignment", "end_offsets", "fencing", "option_errors", "event_time_drift"])
+def test_checks_this_version_cannot_decide_are_unknown_never_pass(name):
+    assert evidence_check(name, _evidence(), "SRC-3", ()).valid == "unknown"

@@ -1,0 +1,68 @@
+"""The certification's plans: the same seed gives the same schedules byte for byte, another seed others; kills
+reach a connector without fault points; only claimed requirements are planned."""
+
+from __future__ import annotations
+
+from streamcert.conformance.catalogue import ids_for
+from streamcert.conformance.plans import plan
+from streamcert.harness.faults.schedule import dumps
+from streamcert.harness.run.connectors import load_connector
+from streamcert.spi.connector import SinkConnector
+
+
+def _schedules(runs):
+    return {run.name: dumps(run.scenario.schedule) for run in runs}
+
+
+def test_the_same_seed_gives_the_same_schedules_and_workloads_and_another_seed_others():
+    for reference in ("streamcert-kafka", "streamcert-pg-2pc", "streamcert-batch-aggregator"):
+        connector = load_connector(reference)
+        first, again, other = (plan(reference, connector, seed) for seed in (7, 7, 8))
+        assert _schedules(first) == _schedules(again)
+        assert [r.scenario.workload for r in first] == [r.scenario.workload for r in again]
+        assert _schedules(first) != _schedules(other)
+
+
+class _PlainSink(SinkConnector):
+    """A third-party sink: no fault points of its own."""
+
+    name = "plain-sink"
+    claims = frozenset({f"SNK-{n}" for n in range(1, 9)} | {"GEN-1", "GEN-2", "GEN-3"})
+
+    def write(self, frame, context):
+        raise NotImplementedError
+
+
+def test_a_sink_without_fault_points_is_still_killed_in_the_window_at_random_moments_and_on_output():
+    runs = {run.name: run for run in plan("x:PLAIN", _PlainSink(), seed=1)}
+    faults = [spec.fault for spec in runs["driver-kills"].scenario.schedule]
+    assert faults.count("driver_kill") == 1 and faults.count("driver_kill_random") >= 2
+    assert "driver_kill_on_output" in faults and "driver_kill_at" not in faults
+    assert [spec.fault for spec in runs["task-failures"].scenario.schedule].count("python_worker_kill") >= 1
+    fractions = {spec.params["fraction"] for spec in runs["driver-kills"].scenario.schedule
+                 if spec.fault == "driver_kill_random"}
+    assert len(fractions) >= 2  # spread over the batch, not one moment
+
+
+def test_a_sink_with_points_adds_every_committing_point_and_one_window_point():
+    sink = load_connector("streamcert-kafka-2pc")
+    runs = {run.name: run for run in plan("streamcert-kafka-2pc", sink, seed=1)}
+    points = [spec.params["point"] for spec in runs["driver-kills"].scenario.schedule if spec.fault == "driver_kill_at"]
+    assert "kafka-2pc.after-commit" in points and len(points) == 2
+    failing = [spec.params["point"] for spec in runs["task-failures"].scenario.schedule if spec.fault == "task_fail_at"]
+    assert failing == ["kafka-2pc.after-stage"]
+
+
+def test_each_run_judges_only_claimed_requirements_of_the_kind_and_faults_chain_one_after_another():
+    for reference in ("streamcert-kafka", "streamcert-kafka-2pc", "streamcert-batch-aggregator"):
+        connector = load_connector(reference)
+        for run in plan(reference, connector, seed=1):
+            assert set(run.judges) <= set(ids_for(connector.kind))
+            assert [spec.after for spec in run.scenario.schedule][1:] == list(range(len(run.scenario.schedule) - 1))
+
+
+def test_wanted_requirements_keep_only_the_runs_that_judge_them():
+    connector = load_connector("streamcert-kafka")
+    runs = plan("streamcert-kafka", connector, seed=1, wanted={"SRC-8"})
+    assert [run.name for run in runs] == ["network"]
+    assert plan("streamcert-kafka", connector, seed=1, quick=True, wanted={"SRC-8"}) == []

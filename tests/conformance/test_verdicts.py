@@ -1,0 +1,95 @@
+"""From runs to verdicts: skip with the connector's reason, fail on any invalid deciding check, unknown when
+something could not be decided (an incomplete run, a kill that missed, no run at all), pass only when all is
+valid; each verdict keeps its evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamcert.conformance.catalogue import requirement
+from streamcert.conformance.evidence import RunEvidence
+from streamcert.conformance.plans import PlannedRun
+from streamcert.conformance.verdicts import JudgedRun, judge, skipped
+from streamcert.harness.results import RunResult
+from streamcert.harness.scenario import Scenario
+from streamcert.spi.connector import SinkConnector
+
+OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
+
+
+class _Sink(SinkConnector):
+    name = "test-sink"
+    claims = frozenset({"SNK-1", "SNK-4"})
+    unclaimed = {"SNK-2": "no task-level writes to roll back"}
+
+    def write(self, frame, context):
+        raise NotImplementedError
+
+
+def _check(name, valid=True, **counts):
+    return {"name": name, "valid": valid, "counts": counts, "violations": [{"id": 7}] if valid is False else [],
+            "error": None}
+
+
+def _run(checks, history, complete=True, name="driver-kills") -> JudgedRun:
+    result = RunResult(scenario={"options": {}}, seed=5, complete=complete, checks=checks, history=history,
+                       error=None if complete else "StartupFailed: the broker went away")
+    planned = PlannedRun("test-sink", name, ("SNK-1", "SNK-4"), Scenario(name="x"))
+    return JudgedRun(planned, result, RunEvidence(history, [], {}, {}), Path("runs/test-sink/" + name))
+
+
+_IN_WINDOW = [{"kind": "fault-start", "time": 1.0, "elapsed_s": 1.0, "fault": "driver_kill", "in_window": True,
+               "pending_batch": 3}]
+_ON_OUTPUT = [{"kind": "fault-start", "time": 2.0, "elapsed_s": 2.0, "fault": "driver_kill_on_output",
+               "reached": True, "in_window": True, "pending_batch": 4}]
+
+
+def test_an_unclaimed_requirement_is_skipped_with_the_connectors_reason():
+    verdict = skipped(_Sink(), requirement("SNK-2"))
+    assert verdict.verdict == "skip" and verdict.reason == "no task-level writes to roll back"
+    assert "optional" in skipped(_Sink(), requirement("SRC-11")).reason
+
+
+def test_all_checks_valid_and_the_kill_in_its_window_is_a_pass_with_evidence():
+    verdict = judge(_Sink(), requirement("SNK-1"), [_run([_check(n) for n in OUTPUT], _IN_WINDOW)])
+    assert verdict.verdict == "pass"
+    [run] = verdict.evidence["runs"]
+    assert run["scenario"] == "driver-kills" and run["seed"] == 5 and run["faults"][0]["in_window"] is True
+    assert {check["name"] for check in run["checks"]} == set(OUTPUT) | {"fault_reached"}
+
+
+def test_duplicates_fail_the_requirement_and_the_reason_names_them():
+    checks = [_check(n) for n in OUTPUT if n != "duplicate"] + [_check("duplicate", False, duplicated=12)]
+    verdict = judge(_Sink(), requirement("SNK-1"), [_run(checks, _IN_WINDOW)])
+    assert verdict.verdict == "fail" and "duplicate invalid (duplicated=12)" in verdict.reason
+    assert "first: {'id': 7}" in verdict.reason
+
+
+def test_a_failure_wins_over_an_unknown_and_a_missed_kill_alone_is_unknown():
+    clean = [_check(n) for n in OUTPUT]
+    missed = [{"kind": "fault-start", "time": 1.0, "fault": "driver_kill", "in_window": False}]
+    assert judge(_Sink(), requirement("SNK-1"), [_run(clean, missed)]).verdict == "unknown"
+    failing = clean[:-1] + [_check("per_key_order", False, regressions=1)]
+    assert judge(_Sink(), requirement("SNK-1"), [_run(failing, missed)]).verdict == "fail"
+
+
+def test_the_committing_moment_must_have_been_struck_for_a_replayed_commit_requirement():
+    checks = [_check("duplicate"), _check("lost")]
+    assert judge(_Sink(), requirement("SNK-4"), [_run(checks, _IN_WINDOW)]).verdict == "unknown"
+    assert judge(_Sink(), requirement("SNK-4"), [_run(checks, _IN_WINDOW + _ON_OUTPUT)]).verdict == "pass"
+
+
+def test_an_incomplete_run_a_missing_check_or_no_run_is_unknown_never_pass():
+    incomplete = judge(_Sink(), requirement("SNK-1"), [_run([], _IN_WINDOW, complete=False)])
+    assert incomplete.verdict == "unknown" and "did not complete" in incomplete.reason
+    missing = judge(_Sink(), requirement("SNK-1"), [_run([_check("lost")], _IN_WINDOW)])
+    assert missing.verdict == "unknown" and "has no duplicate check" in missing.reason
+    assert judge(_Sink(), requirement("SNK-1"), []).verdict == "unknown"
+
+
+def test_every_run_that_judges_a_requirement_must_pass():
+    good = _run([_check(n) for n in OUTPUT], _IN_WINDOW)
+    bad = _run([_check(n) for n in OUTPUT[:-1]] + [_check("per_key_order", False)], _IN_WINDOW, name="rescale")
+    verdict = judge(_Sink(), requirement("SNK-1"), [good, bad])
+    assert verdict.verdict == "fail" and verdict.reason.startswith("rescale:")
+    assert [run["scenario"] for run in verdict.evidence["runs"]] == ["driver-kills", "rescale"]
