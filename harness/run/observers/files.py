@@ -22,19 +22,23 @@ __all__ = ["committed_files", "read_committed_table", "FilesObserver"]
 
 
 def committed_files(output: Path) -> list[str]:
-    """Paths of the data files the sink committed, sorted."""
-    paths: set[str] = set()
+    """Paths of the data files the sink committed, in the order of the batches that committed them (as each log
+    lists them): a reader that follows it sees each key's records in the order the query wrote them."""
+    paths: dict[str, None] = {}
     log_dir = Path(output) / "_spark_metadata"
     if not log_dir.is_dir():
         return []
     for log in sorted(log_dir.iterdir(), key=lambda p: (int(p.name.split(".")[0]) if p.name[0].isdigit() else -1)):
         if log.name.startswith("."):
             continue
-        for line in log.read_text().splitlines()[1:]:  # line 0 is the version
-            entry = json.loads(line)
+        entries = [json.loads(line) for line in log.read_text().splitlines()[1:]]  # line 0 is the version
+        for entry in entries:
             path = unquote(urlparse(entry["path"]).path)
-            (paths.add if entry.get("action", "add") == "add" else paths.discard)(path)
-    return sorted(paths)
+            if entry.get("action", "add") == "add":
+                paths.setdefault(path, None)
+            else:
+                paths.pop(path, None)
+    return list(paths)
 
 
 def read_committed_table(output: Path) -> pa.Table | None:
