@@ -12,6 +12,7 @@ Runs in the harness's process; the queries run in driver processes of their own.
 from __future__ import annotations
 
 import shlex
+import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -104,6 +105,7 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
         connectors=[c.name for c in certification.connectors.values()], started_at=time.time(),
         declarations={c.name: ConnectorSummary.of(c, ref) for ref, c in certification.connectors.items()})
     judged: list[JudgedRun] = []
+    shutil.rmtree(out / "runs", ignore_errors=True)  # a run folder of an earlier certification must not be resumed
     try:
         result.save(out / "results.json")
         if environment is not None:
@@ -170,7 +172,8 @@ def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Ver
                 verdicts.append(skipped(connector, req))
                 continue
             mine = [run for run in runs if req.id in run.planned.judges]
-            verdict = judge(connector, req, mine)
+            planned = sum(1 for run in certification.runs if run.connector == reference and req.id in run.judges)
+            verdict = judge(connector, req, mine, planned)
             verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick)
             verdicts.append(verdict)
     return verdicts

@@ -112,13 +112,14 @@ def _run_evidence(run: JudgedRun, checks: list[CheckResult]) -> dict[str, Any]:
             "checks": [{**check.to_dict(), "violations": check.to_dict()["violations"][:_FIRST]} for check in checks]}
 
 
-def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun]) -> Verdict:
-    """The verdict of a claimed ``requirement`` from the ``runs`` that judge it (all of them must pass)."""
+def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], planned: int | None = None) -> Verdict:
+    """The verdict of a claimed ``requirement`` from the ``runs`` that judge it (all of them must pass); ``planned``
+    is how many runs were meant to judge it (when fewer ran, the certification stopped early)."""
     name = connector.name
     if not runs:
-        return Verdict(connector=name, requirement=requirement.id, verdict="unknown",
-                       reason="no run of this certification exercises it (this version has no scenario for it, or "
-                              "the run was cut short)")
+        reason = ("its runs did not happen: the certification stopped before them" if planned else
+                  "no scenario of this version of streamcert exercises it yet")
+        return Verdict(connector=name, requirement=requirement.id, verdict="unknown", reason=reason)
     failed, unknown, evidence = [], [], []
     for run in runs:
         if not run.result.complete:

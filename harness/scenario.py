@@ -163,6 +163,10 @@ class _Run:
 def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
     """Run ``scenario`` on the started environment ``env``; always writes ``workdir/results.json``."""
     workdir = Path(workdir)
+    if (workdir / "checkpoint").exists() or (workdir / "results.json").exists():
+        raise ConfigurationError(f"The run folder {workdir} holds an earlier run (its checkpoint or results.json).",
+                                 hint="Give each run a folder of its own: a query would resume from the old "
+                                 "checkpoint and the old output would be judged.")
     result = RunResult(scenario=scenario.as_dict(), seed=scenario.workload.seed, started_at=time.time())
     run = _Run()
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
 from streamcert.harness.stack.environment import Environment, EnvironmentConfig
 from streamcert.harness.stack.spark import SparkConfig
 

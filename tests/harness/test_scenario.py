@@ -149,3 +149,11 @@ def test_records_missing_after_the_observer_died_are_unknown_not_lost():
     twice = run_checks(exactly_once_checkers(), ledger, pd.concat([read, read]))
     _unread_is_not_lost(twice, "KafkaException: fatal")
     assert combined_valid(twice) is False  # the duplicate stands
+
+
+def test_a_folder_that_holds_an_earlier_run_is_refused_before_anything_starts(tmp_path):
+    """A query would resume from the old checkpoint, and the old output would be judged as this run's."""
+    (tmp_path / "checkpoint" / "offsets").mkdir(parents=True)
+    with pytest.raises(ConfigurationError, match="holds an earlier run"):
+        run_scenario(None, Scenario(name="again"), tmp_path)
+    assert not (tmp_path / "results.json").exists()
