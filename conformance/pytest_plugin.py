@@ -5,8 +5,8 @@ requirement x connector (``test_SNK_1[my-sink]``), each with a docstring carryin
 procedure and pass condition, so pytest's own ``--junitxml`` gives one test case per requirement. The verdicts come
 from one certification per session (the same :func:`~streamcert.conformance.certify.certify` as ``streamcert
 certify``): pass passes, fail fails with the checker findings, skip skips with the connector's reason, and unknown
-fails (a requirement that could not be decided is not a pass). Each case records its verdict and replay command as
-JUnit properties.
+fails (a requirement that could not be decided is not a pass); a failure's message ends with the command that
+replays it. Requirements that apply to none of the connectors given are deselected.
 
 The plugin is loaded by every pytest session where streamcert is installed and does nothing until a test of
 :mod:`streamcert.conformance.test_requirements` is collected: importing it costs nothing else.
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["pytest_addoption", "pytest_generate_tests", "pytest_collection_modifyitems", "streamcert_certification",
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "pytest_collection_modifyitems", "streamcert_certification",
            "verdict_of", "apply_verdict", "REQUIREMENT_ATTRIBUTE"]
 
 #: The attribute a requirement's test function carries: the requirement's ID.
@@ -40,6 +40,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--streamcert-provider", default="auto", help="where the servers come from (default: auto)")
     group.addoption("--streamcert-no-strict", action="store_true",
                     help="allow requirements a connector neither claims nor waives")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check the connectors and requirements asked for at once: a bad one is a usage error (one paragraph, exit
+    4) before any test is collected."""
+    if config.getoption("--streamcert-connector") or _wanted(config):
+        _plan(config)
 
 
 def _wanted(config: pytest.Config) -> list[str] | None:
@@ -80,17 +87,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave out requirements that were not asked for (``--streamcert-requirements``)."""
+    """Leave out requirements that were not asked for (``--streamcert-requirements``) or that apply to none of the
+    connectors (an empty parameter set)."""
     wanted = _wanted(config)
-    if wanted is None:
-        return
     from streamcert.conformance.catalogue import requirement
 
-    wanted_ids = {requirement(req_id).id for req_id in wanted}
+    wanted_ids = {requirement(req_id).id for req_id in wanted} if wanted else None
     keep, drop = [], []
     for item in items:
         requirement_id = getattr(getattr(item, "function", None), REQUIREMENT_ATTRIBUTE, None)
-        (drop if requirement_id is not None and requirement_id not in wanted_ids else keep).append(item)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        parametrised = isinstance(params.get("streamcert_connector"), str)  # not pytest's empty-set stand-in
+        unwanted = requirement_id is not None and (
+            not parametrised or (wanted_ids is not None and requirement_id not in wanted_ids))
+        (drop if unwanted else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -116,13 +126,10 @@ def verdict_of(result: Any, connector_name: str, requirement_id: str) -> Any:
     return None
 
 
-def apply_verdict(verdict: Any, record_property: Any) -> None:
+def apply_verdict(verdict: Any) -> None:
     """Turn a verdict into the test's outcome (called inside each requirement's test)."""
     if verdict is None:
         pytest.fail("the certification gave no verdict for this requirement (it stopped early)", pytrace=False)
-    record_property("streamcert_verdict", verdict.verdict)
-    if verdict.evidence.get("replay"):
-        record_property("streamcert_replay", verdict.evidence["replay"])
     if verdict.verdict == "skip":
         pytest.skip(verdict.reason)
     if verdict.verdict == "fail":

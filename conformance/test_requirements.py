@@ -24,9 +24,9 @@ def _docstring(req: Requirement) -> str:
 
 
 def _requirement_test(req: Requirement) -> Callable[..., None]:
-    def test(streamcert_connector, streamcert_certification, record_property) -> None:
+    def test(streamcert_connector, streamcert_certification) -> None:
         name = _connectors(streamcert_certification)[streamcert_connector]
-        apply_verdict(verdict_of(streamcert_certification, name, req.id), record_property)
+        apply_verdict(verdict_of(streamcert_certification, name, req.id))
 
     test.__name__ = test.__qualname__ = "test_" + req.id.replace("-", "_")
     test.__doc__ = _docstring(req)

@@ -31,10 +31,34 @@ class KafkaObserver(Observer):
         self._consumer = None
         self._assigned: set[int] = set()
         self._next_refresh = 0.0
+        self._mark_consumer = None
 
     def prepare(self, partitions: int) -> None:
         """Create the output topic with ``partitions`` (the sink writes to a topic that exists)."""
         create_topic(self.target.bootstrap_servers, self.target.name, partitions)
+
+    def visible_mark(self) -> int:
+        """The sum of the topic's end offsets as a read_committed reader sees them (the last stable offsets), asked
+        on a consumer of its own, so a fault timed by the output sees a commit at once; the rounds' count when the
+        broker does not answer."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        try:
+            if self._mark_consumer is None:
+                self._mark_consumer = Consumer(client_conf(self.target.bootstrap_servers, **{
+                    "group.id": f"streamcert-mark-{self.target.name}", "enable.auto.commit": False,
+                    "isolation.level": self.isolation}))
+            meta = self._mark_consumer.list_topics(self.target.name, timeout=2).topics[self.target.name]
+            return sum(self._mark_consumer.get_watermark_offsets(TopicPartition(self.target.name, p), timeout=2)[1]
+                       for p in meta.partitions)
+        except (KafkaException, KeyError):
+            return self.count()
+
+    def stop(self) -> None:
+        super().stop()
+        if self._mark_consumer is not None:
+            self._mark_consumer.close()
+            self._mark_consumer = None
 
     def _open(self) -> None:
         from confluent_kafka import Consumer

@@ -33,11 +33,40 @@ class PostgresObserver(Observer):
         self._connection = None
         self._seen: set[str] = set()
         self._has_key: bool | None = None
+        self._mark_connection = None
 
     @classmethod
     def output_name(cls, stem: str, run_id: str, workdir: Path) -> str:
         """A table name PostgreSQL takes unquoted: lower case letters, digits and underscores."""
         return f"out_{re.sub(r'[^a-z0-9_]', '_', stem.lower())}_{run_id}"
+
+    def visible_mark(self) -> int:
+        """The table's committed row count, asked on a connection of its own (a few milliseconds), so a fault timed
+        by the output sees a commit at once; the rounds' count while the table is missing or the database away."""
+        import psycopg
+        from psycopg import sql
+
+        try:
+            if self._mark_connection is None or self._mark_connection.closed:
+                self._mark_connection = psycopg.connect(self.target.postgres_dsn, autocommit=True,
+                                                        connect_timeout=5)
+            row = self._mark_connection.execute(
+                sql.SQL("select count(*) from {}").format(sql.Identifier(self.target.name))).fetchone()
+            return int(row[0])
+        except psycopg.Error:
+            self._close_mark()
+            return self.count()
+
+    def _close_mark(self) -> None:
+        if self._mark_connection is not None:
+            try:
+                self._mark_connection.close()
+            finally:
+                self._mark_connection = None
+
+    def stop(self) -> None:
+        super().stop()
+        self._close_mark()
 
     def _connect(self) -> None:
         """Connect in the first round, and again after a transient error (not in ``_open``: the database may be
