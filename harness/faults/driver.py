@@ -48,8 +48,8 @@ class DriverKillFault(Fault):
         _wait_for_window(self, self.params.min_batch)
         first = driver.checkpoint()
         time.sleep(self.params.delay_ms / 1000)
-        state = driver.checkpoint()
         driver.kill()
+        state = driver.checkpoint()  # read after the kill: nothing can commit any more
         return {"pending_batch": state.pending, "latest_commit": state.latest_commit,
                 "in_window": state.pending is not None and state.pending == first.pending}
 
@@ -122,8 +122,8 @@ class DriverKillRandomFault(Fault):
         first = driver.checkpoint()
         delay_ms = self.params.fraction * typical_batch_ms(driver)
         time.sleep(delay_ms / 1000)
-        state = driver.checkpoint()
         driver.kill()
+        state = driver.checkpoint()  # read after the kill: nothing can commit any more
         return {"aimed": False, "phase": _phase(first.pending, state.pending), "in_window": state.pending is not None,
                 "delay_ms": round(delay_ms, 1), "pending_batch": state.pending, "latest_commit": state.latest_commit}
 
@@ -144,9 +144,10 @@ class DriverKillOnOutputFault(Fault):
     This is the moment after a sink made (part of) batch N visible and before Spark wrote ``commits/N``: the replay
     must not write N again (SNK-3, SNK-4), and a sink that makes rows visible from its tasks is caught writing
     them twice. The fault watches the run's output (``FaultContext.observer``: its :meth:`visible_mark`) for
-    up to ``batches`` batches; the event records ``in_window`` (still pending at the kill) and ``output_grew``.
-    A sink that commits faster than the observer sees may never be struck this way: ``reached`` is false then,
-    and what needed the moment is unknown.
+    up to ``batches`` batches; the event records ``in_window`` (the checkpoint read after the kill still shows the
+    batch pending) and ``output_grew``. A kill that landed after Spark committed the batch (``late_kills``) restarts
+    the driver and watches a later batch. A sink that commits faster than the output can be watched may never be
+    struck this way: ``reached`` is false then, and what needed the moment is unknown.
     """
 
     needs = ("driver", "observer")
@@ -154,24 +155,31 @@ class DriverKillOnOutputFault(Fault):
 
     def _inject(self) -> dict[str, Any]:
         driver, observer = self.driver, self.observer
+        late = 0
         for tried in range(1, self.params.batches + 1):
             _wait_for_window(self, self.params.min_batch)
             batch, mark = driver.checkpoint().pending, observer.visible_mark()
             if batch is None:
                 break
-            grew = within(lambda: observer.visible_mark() != mark or driver.checkpoint().pending != batch,
-                          what=f"output of batch {batch}", timeout=self.window_timeout_s, interval=0.002)
-            state = driver.checkpoint()
-            if grew and state.pending == batch:
+            within(lambda: observer.visible_mark() != mark or driver.checkpoint().pending != batch,
+                   what=f"output of batch {batch}", timeout=self.window_timeout_s, interval=0.002)
+            if driver.checkpoint().pending == batch and observer.visible_mark() != mark:
                 driver.kill()
-                return {"aim": "committing", "reached": True, "in_window": True, "output_grew": True,
-                        "pending_batch": batch, "latest_commit": state.latest_commit, "batches_watched": tried}
+                state = driver.checkpoint()  # after the kill: was the batch still uncommitted when it landed?
+                if state.pending == batch:
+                    return {"aim": "committing", "reached": True, "in_window": True, "output_grew": True,
+                            "pending_batch": batch, "latest_commit": state.latest_commit, "batches_watched": tried,
+                            "late_kills": late}
+                late += 1  # Spark committed the batch before the kill landed: start again, watch a later batch
+                driver.restart()
+                continue
             if not driver.is_running():
                 break
-        state = driver.checkpoint()
         driver.kill()
+        state = driver.checkpoint()
         return {"aim": "committing", "reached": False, "in_window": False, "output_grew": False,
-                "pending_batch": state.pending, "latest_commit": state.latest_commit, "batches_watched": tried}
+                "pending_batch": state.pending, "latest_commit": state.latest_commit, "batches_watched": tried,
+                "late_kills": late}
 
     def _heal(self) -> dict[str, Any]:
         self.driver.restart()
