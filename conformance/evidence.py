@@ -14,10 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 
 __all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "kills_struck", "faults_happened", "progress", "admission",
-           "clean_stop", "leftovers", "not_judged", "evidence_check"]
+           "clean_stop", "assignment", "leftovers", "not_judged", "evidence_check", "read_driver_events"]
 
 #: The fault kinds that kill the driver.
 KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
@@ -31,19 +33,34 @@ class RunEvidence:
     """What a finished run left: its history, the driver's events, its scenario and the sink's declared points."""
 
     def __init__(self, history: list[dict[str, Any]], driver_events: list[dict[str, Any]],
-                 options: Mapping[str, Any], kill_points: Mapping[str, str], leftover_probe: CheckResult | None = None):
+                 options: Mapping[str, Any], kill_points: Mapping[str, str], leftover_probe: CheckResult | None = None,
+                 output: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None):
         self.history = history
         self.driver_events = driver_events
         self.options = dict(options)
         self.kill_points = dict(kill_points)
         self.leftover_probe = leftover_probe
+        self._output = output
 
     @classmethod
     def of_run(cls, result: Any, workdir: Path, kill_points: Mapping[str, str],
                leftover_probe: CheckResult | None = None) -> "RunEvidence":
-        """From a :class:`~streamcert.harness.results.RunResult` and its work folder."""
+        """From a :class:`~streamcert.harness.results.RunResult` and its work folder (the output it was judged on is
+        read when a check needs it)."""
+        output_file = Path(workdir) / result.evidence["output"] if result.evidence.get("output") else None
+
+        def output() -> pd.DataFrame | None:
+            return pd.read_parquet(output_file) if output_file is not None and output_file.exists() else None
+
         return cls(result.history, read_driver_events(Path(workdir) / "driver" / "driver-events.jsonl"),
-                   result.scenario.get("options", {}), kill_points, leftover_probe)
+                   result.scenario.get("options", {}), kill_points, leftover_probe, output)
+
+    @property
+    def output(self) -> pd.DataFrame | None:
+        """Every record read back (the run's ``output.parquet``), or None when the run kept none."""
+        if callable(self._output):
+            self._output = self._output()
+        return self._output
 
     def fault_starts(self) -> list[dict[str, Any]]:
         return [event for event in self.history if event["kind"] == "fault-start"]
@@ -188,6 +205,52 @@ def clean_stop(evidence: RunEvidence) -> CheckResult:
                    None if not problems else "the query did not stop cleanly")
 
 
+def assignment(evidence: RunEvidence) -> CheckResult:
+    """How the source assigned input partitions to reader tasks, read from the file sink it wrote into: one data
+    file is one task's output in one batch (``file``, ``batch``), and its rows carry their ``source_partition``.
+
+    Valid when, in every batch, each partition was read by one task only; in every batch where every partition
+    had records, tasks' partition counts differ by at most one; and batches with the same number of reading tasks
+    grouped the partitions the same way (across restarts too). Unknown when the output does not show it (no
+    ``source_partition`` column, or no batch in which every partition had records).
+    """
+    frame = evidence.output
+    if frame is None or frame.empty or not {"file", "batch", "source_partition"} <= set(frame.columns):
+        return _result("assignment", UNKNOWN, {}, [], "the output does not show which task read which partition "
+                                                      "(the source emits no partition column, or the sink is not "
+                                                      "Spark's file sink)")
+    tasks = frame.groupby(["batch", "file"])["source_partition"].agg(lambda p: frozenset(int(x) for x in p))
+    partitions = frozenset(int(p) for p in frame["source_partition"].unique())
+    split, unbalanced, groupings = [], [], {}
+    for batch, files in tasks.groupby(level="batch"):
+        sets = list(files)
+        seen: dict[int, int] = {}
+        for task_partitions in sets:
+            for partition in task_partitions:
+                seen[partition] = seen.get(partition, 0) + 1
+        split += [{"batch": int(batch), "partition": p, "tasks": n} for p, n in seen.items() if n > 1]
+        if frozenset(seen) != partitions:
+            continue  # a partition without records this batch: its task's load is not visible
+        sizes = [len(task_partitions) for task_partitions in sets]
+        if max(sizes) - min(sizes) > 1:
+            unbalanced.append({"batch": int(batch), "partitions_per_task": sorted(sizes)})
+        groupings.setdefault(len(sets), {}).setdefault(frozenset(sets), []).append(int(batch))
+    changed = [{"tasks": count, "groupings": [{"batches": batches[:5], "tasks_read": sorted(sorted(s) for s in g)}
+                                              for g, batches in seen_groupings.items()]}
+               for count, seen_groupings in groupings.items() if len(seen_groupings) > 1]
+    judged = sum(len(batches) for seen_groupings in groupings.values() for batches in seen_groupings.values())
+    counts = {"batches": int(tasks.index.get_level_values("batch").nunique()), "full_batches": judged,
+              "partitions": len(partitions), "split_partitions": len(split), "unbalanced_batches": len(unbalanced),
+              "changed_assignments": len(changed)}
+    violations = split + unbalanced + changed
+    if violations:
+        return _result("assignment", False, counts, violations, "partitions were split between tasks, tasks were "
+                       "unbalanced, or the same parallelism assigned partitions differently")
+    if not judged:
+        return _result("assignment", UNKNOWN, counts, [], "no batch had records from every partition")
+    return _result("assignment", True, counts, [])
+
+
 def leftovers(evidence: RunEvidence) -> CheckResult:
     """What the sink's participant holds after the run (probed by the certification while the stack runs)."""
     if evidence.leftover_probe is None:
@@ -203,8 +266,8 @@ def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
 
 _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
-    **{name: not_judged(name) for name in ("assignment", "end_offsets", "fencing", "option_errors",
-                                           "event_time_drift")},
+    "assignment": assignment,
+    **{name: not_judged(name) for name in ("end_offsets", "fencing", "option_errors", "event_time_drift")},
 }
 
 

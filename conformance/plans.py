@@ -95,12 +95,12 @@ def _toxics(rng: random.Random, link: str, count: int) -> list:
 def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[PlannedRun]:
     runs = []
     rng = _rng(seed, connector, "baseline")
-    runs.append(PlannedRun(ref, "baseline", ("SRC-2", "SRC-6", "SRC-9", "GEN-1", "GEN-3"), Scenario(
+    runs.append(PlannedRun(ref, "baseline", ("SRC-2", "SRC-3", "SRC-6", "SRC-9", "GEN-1", "GEN-3"), Scenario(
         name=f"{connector.name}-baseline", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "driver-kills")
-    runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2"), Scenario(
+    runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
         schedule=_chain(_kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False)),

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from streamcert.conformance.evidence import (RunEvidence, admission, clean_stop, evidence_check, faults_happened,
-                                             kills_struck, leftovers, progress)
+from streamcert.conformance.evidence import (RunEvidence, admission, assignment, clean_stop, evidence_check,
+                                             faults_happened, kills_struck, leftovers, progress)
 
 
-def _evidence(history=(), driver_events=(), options=None, kill_points=None, probe=None) -> RunEvidence:
-    return RunEvidence(list(history), list(driver_events), options or {}, kill_points or {}, probe)
+def _evidence(history=(), driver_events=(), options=None, kill_points=None, probe=None, output=None) -> RunEvidence:
+    return RunEvidence(list(history), list(driver_events), options or {}, kill_points or {}, probe, output)
 
 
 def _kill(fault, time=1.0, **fields):
@@ -111,6 +111,43 @@ def test_leftovers_without_a_probe_decide_nothing():
     assert leftovers(_evidence()).valid == "unknown"
 
 
-@pytest.mark.parametrize("name", ["assignment", "end_offsets", "fencing", "option_errors", "event_time_drift"])
+def _read(rows):
+    """Output rows (batch, file, source_partition), one per record."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=["batch", "file", "source_partition"])
+
+
+def test_assignment_is_valid_when_each_partition_has_one_task_loads_are_balanced_and_it_stays_the_same():
+    rows = [(b, f"b{b}-t0", 0) for b in range(3)] + [(b, f"b{b}-t0", 2) for b in range(3)] \
+        + [(b, f"b{b}-t1", 1) for b in range(3)]
+    found = assignment(_evidence(output=_read(rows)))
+    assert found.valid is True and found.counts["full_batches"] == 3
+
+
+def test_a_partition_read_by_two_tasks_in_one_batch_fails_assignment():
+    rows = [(0, "t0", 0), (0, "t1", 0), (0, "t1", 1)]
+    found = assignment(_evidence(output=_read(rows)))
+    assert found.valid is False and found.violations[0] == {"batch": 0, "partition": 0, "tasks": 2}
+
+
+def test_unbalanced_tasks_fail_assignment():
+    rows = [(0, "t0", p) for p in (0, 1, 2)] + [(0, "t1", 3)]
+    assert assignment(_evidence(output=_read(rows))).violations[0]["partitions_per_task"] == [1, 3]
+
+
+def test_another_grouping_with_the_same_parallelism_after_a_restart_fails_assignment():
+    """Seed 000: restored offsets split evenly instead of by the assignment rule."""
+    rows = [(0, "a0", 0), (0, "a0", 2), (0, "a1", 1), (5, "b0", 0), (5, "b0", 1), (5, "b1", 2)]
+    found = assignment(_evidence(output=_read(rows)))
+    assert found.valid is False and found.counts["changed_assignments"] == 1
+
+
+def test_assignment_is_unknown_without_partitions_in_the_output_or_without_a_full_batch():
+    assert assignment(_evidence()).valid == "unknown"
+    assert assignment(_evidence(output=_read([(0, "t0", 0), (1, "t0", 1)]))).valid == "unknown"
+
+
+@pytest.mark.parametrize("name", ["end_offsets", "fencing", "option_errors", "event_time_drift"])
 def test_checks_this_version_cannot_decide_are_unknown_never_pass(name):
     assert evidence_check(name, _evidence(), "SRC-3", ()).valid == "unknown"

@@ -18,27 +18,33 @@ import pyarrow.parquet as pq
 
 from streamcert.harness.run.observers.base import Observer, OutputTarget
 
-__all__ = ["committed_files", "read_committed_table", "FilesObserver"]
+__all__ = ["committed_batches", "committed_files", "read_committed_table", "FilesObserver"]
 
 
-def committed_files(output: Path) -> list[str]:
-    """Paths of the data files the sink committed, in the order of the batches that committed them (as each log
-    lists them): a reader that follows it sees each key's records in the order the query wrote them."""
-    paths: dict[str, None] = {}
+def committed_batches(output: Path) -> dict[str, int]:
+    """Path of each data file the sink committed -> the batch that committed it, in the order of the batches (as
+    each log lists them): a reader that follows it sees each key's records in the order the query wrote them."""
+    paths: dict[str, int] = {}
     log_dir = Path(output) / "_spark_metadata"
     if not log_dir.is_dir():
-        return []
+        return {}
     for log in sorted(log_dir.iterdir(), key=lambda p: (int(p.name.split(".")[0]) if p.name[0].isdigit() else -1)):
         if log.name.startswith("."):
             continue
-        entries = [json.loads(line) for line in log.read_text().splitlines()[1:]]  # line 0 is the version
-        for entry in entries:
+        batch = int(log.name.split(".")[0])
+        for line in log.read_text().splitlines()[1:]:  # line 0 is the version
+            entry = json.loads(line)
             path = unquote(urlparse(entry["path"]).path)
             if entry.get("action", "add") == "add":
-                paths.setdefault(path, None)
+                paths.setdefault(path, batch)  # a compacted log repeats earlier batches' entries
             else:
                 paths.pop(path, None)
-    return list(paths)
+    return paths
+
+
+def committed_files(output: Path) -> list[str]:
+    """Paths of the data files the sink committed, in the order of the batches that committed them."""
+    return list(committed_batches(output))
 
 
 def read_committed_table(output: Path) -> pa.Table | None:
@@ -50,9 +56,11 @@ def read_committed_table(output: Path) -> pa.Table | None:
 
 
 class FilesObserver(Observer):
-    """Reads column ``value`` (and ``key`` if written) of each data file once the sink's log commits it.
+    """Reads column ``value`` (and ``key``, and the source's ``partition`` as ``source_partition``, if written) of
+    each data file once the sink's log commits it.
 
-    Location column: ``file``. Polls the log every half second; a file is read once, when it first appears.
+    Location columns: ``file`` and ``batch`` (the batch whose log entry committed it; one file is one task's
+    output in that batch). Polls the log every half second; a file is read once, when it first appears.
     """
 
     kind = "files"
@@ -76,15 +84,17 @@ class FilesObserver(Observer):
             return ()
 
     def _read_new(self) -> pd.DataFrame | None:
-        new = [path for path in committed_files(Path(self.target.name)) if path not in self._read]
+        batches = committed_batches(Path(self.target.name))
+        new = [path for path in batches if path not in self._read]
         if not new:
             return None
         frames = []
         for path in new:
             table = pq.read_table(path)
-            columns = [c for c in ("key", "value") if c in table.column_names]
-            frame = table.select(columns).to_pandas()
+            columns = [c for c in ("key", "value", "partition") if c in table.column_names]
+            frame = table.select(columns).to_pandas().rename(columns={"partition": "source_partition"})
             frame["file"] = path
+            frame["batch"] = batches[path]
             frames.append(frame)
             self._read.add(path)
         return pd.concat(frames, ignore_index=True)
