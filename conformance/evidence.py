@@ -19,7 +19,7 @@ import pandas as pd
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 
 __all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "kills_struck", "faults_happened", "progress", "admission",
-           "clean_stop", "assignment", "leftovers", "not_judged", "evidence_check", "read_driver_events"]
+           "clean_stop", "assignment", "end_offsets", "leftovers", "not_judged", "evidence_check", "read_driver_events"]
 
 #: The fault kinds that kill the driver.
 KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
@@ -251,6 +251,36 @@ def assignment(evidence: RunEvidence) -> CheckResult:
     return _result("assignment", True, counts, [])
 
 
+def end_offsets(evidence: RunEvidence) -> CheckResult:
+    """A bounded (AvailableNow) run ended by itself, without error, and read nothing produced after it started:
+    the records the run produced once the first batch committed (outside the ledger, ids from
+    :data:`~streamcert.harness.scenario.UNRECORDED_ID_BASE`) never reach the output. That it read everything up to
+    its start is the ``lost`` check's part."""
+    from streamcert.harness.scenario import UNRECORDED_ID_BASE
+
+    ended = [event for event in evidence.history if event["kind"] == "driver-ended"]
+    after = [event for event in evidence.history if event["kind"] == "load-after-start"]
+    if not ended or not after or not after[-1].get("acknowledged"):
+        return _result("end_offsets", UNKNOWN, {}, [], "the run was not bounded, or produced nothing after its "
+                                                       "start: the end offsets were not tested")
+    output = evidence.output
+    beyond = output.loc[output["id"] >= UNRECORDED_ID_BASE, "id"] if output is not None and not output.empty else []
+    end = ended[-1]
+    problems = []
+    if not end.get("ended_by_itself"):
+        problems.append({"problem": "the query did not end by itself", "waited_s": end.get("seconds")})
+    elif end.get("error") or end.get("exit_code") not in (0,):
+        problems.append({"problem": "the query ended with an error", "error": end.get("error"),
+                         "exit_code": end.get("exit_code")})
+    if len(beyond):
+        problems.append({"problem": "read records produced after the start", "count": int(len(beyond)),
+                         "first_ids": [int(i) for i in list(beyond)[:5]]})
+    counts = {"produced_after_start": int(after[-1]["acknowledged"]), "read_after_start": int(len(beyond)),
+              "seconds_to_end_ms": int(1000 * (end.get("seconds") or 0))}
+    return _result("end_offsets", not problems, counts, problems,
+                   None if not problems else "the bounded run did not end exactly at its start's end offsets")
+
+
 def leftovers(evidence: RunEvidence) -> CheckResult:
     """What the sink's participant holds after the run (probed by the certification while the stack runs)."""
     if evidence.leftover_probe is None:
@@ -266,8 +296,8 @@ def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
 
 _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
-    "assignment": assignment,
-    **{name: not_judged(name) for name in ("end_offsets", "fencing", "option_errors", "event_time_drift")},
+    "assignment": assignment, "end_offsets": end_offsets,
+    **{name: not_judged(name) for name in ("fencing", "option_errors", "event_time_drift")},
 }
 
 

@@ -99,6 +99,11 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
         name=f"{connector.name}-baseline", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "bounded")
+    runs.append(PlannedRun(ref, "bounded", ("SRC-7", "SRC-9"), Scenario(
+        name=f"{connector.name}-bounded", source=ref, sink=SINK_PARTNER, parallelism=2, trigger="available_now",
+        options={"max_records_per_batch": 300}, workload=_workload(rng, 2000), load_before_start=True,
+        records_after_start=300, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "driver-kills")
     runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,

@@ -51,7 +51,7 @@ from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.verify.metrics import summarize
 from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext
 
-__all__ = ["Scenario", "RunResult", "run_scenario", "SCHEMA_FILE", "json_schema"]
+__all__ = ["Scenario", "RunResult", "run_scenario", "SCHEMA_FILE", "json_schema", "UNRECORDED_ID_BASE"]
 
 SCHEMA_FILE = SCHEMAS_DIR / "scenario.schema.json"
 
@@ -91,6 +91,12 @@ class Scenario(BaseModel):
     load_duration_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     load_users: int = Field(2, ge=1)
     load_after_first_batch: bool = Field(False, description="load once the query committed its first batch")
+    load_before_start: bool = Field(False, description="load the whole workload before the query starts (a bounded "
+                                                       "run reads what is there when it starts)")
+    records_after_start: int = Field(0, ge=0, description="records produced into the input once the query "
+                                                          "committed its first batch, outside the ledger: a "
+                                                          "bounded run must not read them (they show as "
+                                                          "unexpected)")
     faults_after_output: int = Field(0, ge=0, description="start the fault timeline once the output shows this "
                                                           "many records (0: when the driver starts)")
     stop_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
@@ -186,20 +192,29 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         run.observer.prepare(scenario.output_partitions or sink.output_partitions)
         run.observer.start()
         run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir)
+        if scenario.load_before_start:
+            ledger = _load(scenario, context.bootstrap_servers, context.input_topic, workdir, result)
+            run.history.record("load-done", before_start=True, **ledger.counts())
         faults = FaultContext(environment=env, driver=run.driver, history=run.history,
                               input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer)
         run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
         run.driver.start()
         run.history.record("driver-start", attempt=run.driver.attempt)
         timeline = _start_timeline(scenario, run)
-        if scenario.load_after_first_batch:
+        if scenario.load_after_first_batch or scenario.records_after_start:
             run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
-        ledger = _load(scenario, context.bootstrap_servers, context.input_topic, workdir, result)
-        run.history.record("load-done", **ledger.counts())
+        if scenario.records_after_start:
+            run.history.record("load-after-start", **_produce_unrecorded(
+                context.bootstrap_servers, context.input_topic, scenario.records_after_start, scenario.workload))
+        if not scenario.load_before_start:
+            ledger = _load(scenario, context.bootstrap_servers, context.input_topic, workdir, result)
+            run.history.record("load-done", **ledger.counts())
         result.ledger_counts = ledger.counts()
         timeline.join()
         expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
         _wait_until_seen(run.observer, expected, scenario.quiet_timeout_s)
+        if scenario.trigger == "available_now":
+            run.history.record("driver-ended", **_wait_for_exit(run.driver, scenario.quiet_timeout_s))
         run.history.record("quiesced", seen=run.observer.count(),
                            observer_transient_errors=run.observer.transient_errors)
         run.history.record("driver-stop", **run.driver.stop_gracefully(scenario.stop_timeout_s))
@@ -261,6 +276,33 @@ def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result:
                            workdir / "load")
     result.metrics["load"] = loaded.to_dict()
     return loaded.ledger
+
+
+#: Ids of records produced outside the ledger (:attr:`Scenario.records_after_start`) start here.
+UNRECORDED_ID_BASE = 1 << 40
+
+
+def _produce_unrecorded(bootstrap: str, topic: str, count: int, workload: WorkloadSpec) -> dict[str, Any]:
+    """``count`` records with ids from :data:`UNRECORDED_ID_BASE`, keys of their own; never in the ledger."""
+    from streamcert.harness.run.workload import encode_value
+    from streamcert.harness.stack.kafka_clients import produce
+
+    now = time.time()
+    records = [(f"unrecorded-{i % 7}".encode(), encode_value(UNRECORDED_ID_BASE + i, i, now, workload.record_bytes))
+               for i in range(count)]
+    acked = produce(bootstrap, topic, records)
+    return {"first_id": UNRECORDED_ID_BASE, "count": count, "acknowledged": acked}
+
+
+def _wait_for_exit(driver: DriverProcess, timeout: float) -> dict[str, Any]:
+    """A bounded query ends by itself: wait up to ``timeout`` s for the driver to exit; say how it ended."""
+    began = time.monotonic()
+    while driver.is_running() and time.monotonic() - began < timeout:
+        time.sleep(0.2)
+    terminated = [e for e in driver.events(driver.attempt) if e.get("event") == "terminated"]
+    return {"ended_by_itself": not driver.is_running(), "seconds": round(time.monotonic() - began, 3),
+            "exit_code": driver.exit_code(), "terminated": bool(terminated),
+            "error": terminated[-1].get("error") if terminated else None}
 
 
 def _unread_is_not_lost(results: list, observer_error: str) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamcert.conformance.evidence import (RunEvidence, admission, assignment, clean_stop, evidence_check,
-                                             faults_happened, kills_struck, leftovers, progress)
+from streamcert.conformance.evidence import (RunEvidence, admission, assignment, clean_stop, end_offsets,
+                                             evidence_check, faults_happened, kills_struck, leftovers, progress)
 
 
 def _evidence(history=(), driver_events=(), options=None, kill_points=None, probe=None, output=None) -> RunEvidence:
@@ -148,6 +148,35 @@ def test_assignment_is_unknown_without_partitions_in_the_output_or_without_a_ful
     assert assignment(_evidence(output=_read([(0, "t0", 0), (1, "t0", 1)]))).valid == "unknown"
 
 
-@pytest.mark.parametrize("name", ["end_offsets", "fencing", "option_errors", "event_time_drift"])
+_AFTER = {"kind": "load-after-start", "time": 2.0, "first_id": 1 << 40, "count": 10, "acknowledged": 10}
+_ENDED = {"kind": "driver-ended", "time": 9.0, "ended_by_itself": True, "seconds": 3.0, "exit_code": 0,
+          "terminated": True, "error": None}
+
+
+def _ids(*ids):
+    import pandas as pd
+
+    return pd.DataFrame({"id": list(ids)})
+
+
+def test_a_bounded_run_that_ends_by_itself_and_reads_nothing_after_its_start_meets_its_end_offsets():
+    assert end_offsets(_evidence([_AFTER, _ENDED], output=_ids(1, 2, 3))).valid is True
+
+
+@pytest.mark.parametrize("ended, ids, problem", [
+    ({"ended_by_itself": False}, (1, 2), "did not end by itself"),
+    ({"error": "StreamingQueryException: boom", "exit_code": 1}, (1,), "ended with an error"),
+    ({}, (1, (1 << 40) + 3), "read records produced after the start"),
+])
+def test_a_bounded_run_that_reads_past_its_end_or_does_not_end_fails_end_offsets(ended, ids, problem):
+    found = end_offsets(_evidence([_AFTER, {**_ENDED, **ended}], output=_ids(*ids)))
+    assert found.valid is False and problem in found.violations[0]["problem"]
+
+
+def test_end_offsets_are_unknown_when_the_run_produced_nothing_after_its_start():
+    assert end_offsets(_evidence([_ENDED], output=_ids(1))).valid == "unknown"
+
+
+@pytest.mark.parametrize("name", ["fencing", "option_errors", "event_time_drift"])
 def test_checks_this_version_cannot_decide_are_unknown_never_pass(name):
     assert evidence_check(name, _evidence(), "SRC-3", ()).valid == "unknown"
