@@ -22,6 +22,7 @@ from typing import Any
 
 from streamcert.conformance.catalogue import CATALOGUE, Requirement, ids_for, requirement
 from streamcert.conformance.evidence import RunEvidence
+from streamcert.conformance.options_probe import cases_of, probe_options
 from streamcert.conformance.participants import probe_leftovers
 from streamcert.conformance.plans import PlannedRun, plan
 from streamcert.conformance.results import CertificationResult, RunSummary
@@ -137,11 +138,13 @@ def _run_all(certification: Certification, env: Any, out: Path, judged: list[Jud
         folder = out / "runs" / _slug(connector.name) / planned.name
         if on_run:
             on_run("start", planned, None)
-        run_result = run_scenario(env, planned.scenario, folder)
-        probe = _probe(run_result, env)
-        sink = load_connector(planned.scenario.sink, "sink")
-        kill_points = {**sink.kill_points, **connector.kill_points}
-        evidence = RunEvidence.of_run(run_result, folder, kill_points, probe)
+        if planned.probe == "options":
+            run_result, evidence = _probe_options(env, planned, connector, folder, certification.seed)
+        else:
+            run_result = run_scenario(env, planned.scenario, folder)
+            sink = load_connector(planned.scenario.sink, "sink")
+            kill_points = {**sink.kill_points, **connector.kill_points}
+            evidence = RunEvidence.of_run(run_result, folder, kill_points, _probe(run_result, env))
         judged.append(JudgedRun(planned, run_result, evidence, folder.relative_to(out)))
         result.runs.append(RunSummary(
             connector=connector.name, scenario=planned.name, judges=list(planned.judges),
@@ -153,6 +156,22 @@ def _run_all(certification: Certification, env: Any, out: Path, judged: list[Jud
         result.save(out / "results.json")
         if on_run:
             on_run("done", planned, run_result)
+
+
+def _probe_options(env: Any, planned: PlannedRun, connector: Connector, folder: Path,
+                   seed: int) -> tuple[RunResult, RunEvidence]:
+    """GEN-2's probe as a run: its outcomes are the evidence; ``results.json`` of the folder keeps them."""
+    result = RunResult(scenario=planned.scenario.as_dict(), seed=seed, started_at=time.time())
+    cases: list[dict[str, Any]] | None = None
+    try:
+        cases = probe_options(env, planned.scenario, connector.kind, cases_of(connector), folder)
+        result.metrics["option_cases"] = cases
+        result.complete = True
+    except Exception as exc:  # noqa: BLE001 - the verdict says the probe failed; the certification goes on
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.duration_s = round(time.time() - result.started_at, 3)
+    result.save(folder / "results.json")
+    return result, RunEvidence(result.history, [], {}, {}, option_cases=cases)
 
 
 def _probe(run_result: RunResult, env: Any):

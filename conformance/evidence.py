@@ -19,7 +19,7 @@ import pandas as pd
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 
 __all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "kills_struck", "faults_happened", "progress", "admission",
-           "clean_stop", "assignment", "end_offsets", "leftovers", "not_judged", "evidence_check", "read_driver_events"]
+           "clean_stop", "assignment", "end_offsets", "option_errors", "leftovers", "not_judged", "evidence_check", "read_driver_events"]
 
 #: The fault kinds that kill the driver.
 KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
@@ -34,7 +34,10 @@ class RunEvidence:
 
     def __init__(self, history: list[dict[str, Any]], driver_events: list[dict[str, Any]],
                  options: Mapping[str, Any], kill_points: Mapping[str, str], leftover_probe: CheckResult | None = None,
-                 output: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None):
+                 output: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None,
+                 option_cases: list[dict[str, Any]] | None = None):
+        #: GEN-2's probe outcomes (:func:`streamcert.conformance.options_probe.probe_options`), when it ran
+        self.option_cases = option_cases
         self.history = history
         self.driver_events = driver_events
         self.options = dict(options)
@@ -281,6 +284,39 @@ def end_offsets(evidence: RunEvidence) -> CheckResult:
                    None if not problems else "the bounded run did not end exactly at its start's end offsets")
 
 
+def _names(message: str, option: str) -> bool:
+    """Whether ``message`` names ``option``: the whole name, or (for a pass-through setting such as
+    ``kafka.key.serializer``) the setting without its prefix, case-insensitive."""
+    message = message.lower()
+    return option.lower() in message or ("." in option and option.lower().split(".", 1)[1] in message)
+
+
+def option_errors(evidence: RunEvidence) -> CheckResult:
+    """Each bad option (and the unknown one) was refused before the first batch committed, by an error that names
+    the option (case-insensitive)."""
+    cases = evidence.option_cases
+    if cases is None:
+        return _result("option_errors", UNKNOWN, {}, [], "the options were not probed")
+    problems, undecided = [], []
+    for outcome in cases:
+        [(name, value)] = outcome["case"].items()
+        if outcome.get("refused") is None:
+            undecided.append({"option": name, "value": value, "problem": outcome.get("message")})
+        elif not outcome["refused"]:
+            problems.append({"option": name, "value": value, "problem": outcome.get("message")})
+        elif not _names(str(outcome.get("message", "")), name):
+            problems.append({"option": name, "value": value, "problem": "refused by an error that does not name it",
+                             "stage": outcome.get("stage"), "message": str(outcome.get("message"))[:300]})
+    counts = {"cases": len(cases), "refused_clearly": len(cases) - len(problems) - len(undecided),
+              "not_refused_clearly": len(problems), "undecided": len(undecided)}
+    if problems:
+        return _result("option_errors", False, counts, problems, f"{len(problems)} bad option(s) were accepted or "
+                                                                  "refused without being named")
+    if undecided or not cases:
+        return _result("option_errors", UNKNOWN, counts, undecided, "the probe did not finish")
+    return _result("option_errors", True, counts, [])
+
+
 def leftovers(evidence: RunEvidence) -> CheckResult:
     """What the sink's participant holds after the run (probed by the certification while the stack runs)."""
     if evidence.leftover_probe is None:
@@ -296,8 +332,8 @@ def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
 
 _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
-    "assignment": assignment, "end_offsets": end_offsets,
-    **{name: not_judged(name) for name in ("fencing", "option_errors", "event_time_drift")},
+    "assignment": assignment, "end_offsets": end_offsets, "option_errors": option_errors,
+    **{name: not_judged(name) for name in ("fencing", "event_time_drift")},
 }
 
 

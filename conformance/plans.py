@@ -47,6 +47,8 @@ class PlannedRun:
     name: str
     judges: tuple[str, ...]
     scenario: Scenario
+    #: ``scenario``: run it; ``options``: GEN-2's option probe on the scenario's query (nothing is loaded).
+    probe: str = "scenario"
 
 
 def _rng(seed: int, connector: Connector, scenario: str) -> random.Random:
@@ -221,11 +223,18 @@ _PLANNERS: dict[str, Callable[[str, Connector, int, bool], list[PlannedRun]]] = 
     "source": _source_runs, "sink": _sink_runs, "aggregator": _aggregator_runs}
 
 
+def _options_run(reference: str, connector: Connector, runs: list[PlannedRun]) -> PlannedRun:
+    """GEN-2: the option probe, on the query of the connector's baseline scenario."""
+    return PlannedRun(reference, "options", ("GEN-2",), runs[0].scenario.model_copy(
+        update={"name": f"{connector.name}-options"}), probe="options")
+
+
 def plan(reference: str, connector: Connector, seed: int, quick: bool = False,
          wanted: set[str] | None = None) -> list[PlannedRun]:
     """The runs that certify ``connector`` (named ``reference``): only those that judge a requirement of
     ``wanted`` that the connector claims, when given."""
     runs = _PLANNERS[connector.kind](reference, connector, seed, quick)
+    runs.insert(0, _options_run(reference, connector, runs))
     claimed = {req for req in ids_for(connector.kind) if req in connector.claims}
     if wanted is not None:
         claimed &= wanted

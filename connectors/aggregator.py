@@ -41,7 +41,7 @@ key group with input or a due timer); :func:`plan_flush` is the pure flush rule 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -50,7 +50,7 @@ from streamcert.spi.errors import ConfigurationError
 from streamcert.spi.options import OptionRules
 
 __all__ = ["ROCKSDB_PROVIDER", "TICK_GROUP", "OUTPUT_SCHEMA", "ITEM_FIELDS", "Flush", "plan_flush", "BatchAggregator",
-           "aggregate_batches"]
+           "aggregate_batches", "parse_aggregator_options"]
 
 #: The key group of the tick stream (see trap 2 above): never a real group, which are 0..keyGroups-1.
 TICK_GROUP = -1
@@ -194,6 +194,16 @@ def _processor_class():
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
     return type("StatefulBatchAggregator", (BatchAggregator, StatefulProcessor), {})
+
+
+def parse_aggregator_options(options: Mapping[str, object]) -> dict[str, int]:
+    """Driver: :func:`aggregate_batches`' keyword arguments from options named as in Spark (``maxBatchSize``,
+    ``maxWaitMs``, ``keyGroups``; names case-insensitive); a :class:`ConfigurationError` naming a bad or unknown
+    option."""
+    values = _RULES.read(options)
+    return {"max_batch_size": values.integer("maxBatchSize", None, 1),
+            "max_wait_ms": values.integer("maxWaitMs", None, 1),
+            "key_groups": values.integer("keyGroups", 16, 1)}
 
 
 def aggregate_batches(frame, *, max_batch_size: int, max_wait_ms: int, key_groups: int = 16,

@@ -35,6 +35,8 @@ class KafkaOffsetSourceUnderTest(SourceConnector):
     claims = frozenset({f"SRC-{n}" for n in range(1, 11)} | _GENERAL
                        | {"exactly-once", "read_committed", "rescale", "admission-control"})
     unclaimed = {"SRC-11": "event-time alignment across partitions (maxAllowedDriftMs) is not implemented"}
+    bad_options = {"maxRecordsPerBatch": "0", "isolationLevel": "dirty", "startingOffsets": "yesterday",
+                   "kafka.group.id": "mine"}
 
     def read(self, spark: Any, context: QueryContext) -> Any:
         from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
@@ -44,7 +46,8 @@ class KafkaOffsetSourceUnderTest(SourceConnector):
                 .option("kafka.bootstrap.servers", context.bootstrap_servers)
                 .option("subscribe", context.input_topic)
                 .option("readerParallelism", str(context.parallelism))
-                .option("maxRecordsPerBatch", str(context.option("max_records_per_batch", 300))).load())
+                .option("maxRecordsPerBatch", str(context.option("max_records_per_batch", 300)))
+                .options(**context.connector_options).load())
 
 
 class KafkaTwoPhaseSinkUnderTest(SinkConnector):
@@ -57,6 +60,8 @@ class KafkaTwoPhaseSinkUnderTest(SinkConnector):
     kill_points = {"kafka-2pc.after-stage": "window", "kafka-2pc.before-copy": "window",
                    "kafka-2pc.before-commit": "window", "kafka-2pc.after-commit": "committing"}
     fail_points = ("kafka-2pc.after-stage",)
+    bad_options = {"stagingBlockBytes": "0", "transactionTimeoutMs": "5", "stagingTopic": "no spaces allowed",
+                   "kafka.transactional.id": "mine"}
 
     def write(self, frame: Any, context: QueryContext) -> Any:
         from streamcert.connectors.kafka_sink import SINK_NAME, KafkaTwoPhaseSink
@@ -67,7 +72,7 @@ class KafkaTwoPhaseSinkUnderTest(SinkConnector):
                 .option("sinkId", _sink_id(context))
                 .option("stagingPartitions", str(context.option("staging_partitions", 8)))
                 .option("stagingBlockBytes", str(context.option("staging_block_bytes", 512 * 1024)))
-                .option("checkpointLocation", context.checkpoint))
+                .options(**context.connector_options).option("checkpointLocation", context.checkpoint))
 
 
 class PostgresTwoPhaseSinkUnderTest(SinkConnector):
@@ -79,6 +84,7 @@ class PostgresTwoPhaseSinkUnderTest(SinkConnector):
     kill_points = {"pg-2pc.after-prepare": "window", "pg-2pc.before-decision": "window",
                    "pg-2pc.after-decision": "committing"}
     fail_points = ("pg-2pc.after-prepare",)
+    bad_options = {"sinkId": "no spaces allowed", "table": " "}
 
     def write(self, frame: Any, context: QueryContext) -> Any:
         from streamcert.connectors.pg_sink import SINK_NAME, PostgresTwoPhaseSink
@@ -86,7 +92,8 @@ class PostgresTwoPhaseSinkUnderTest(SinkConnector):
         frame.sparkSession.dataSource.register(PostgresTwoPhaseSink)
         return (frame.select("partition", "offset", "value").writeStream.format(SINK_NAME)
                 .option("dsn", context.postgres_dsn).option("table", context.output)
-                .option("sinkId", _sink_id(context)).option("checkpointLocation", context.checkpoint))
+                .option("sinkId", _sink_id(context)).options(**context.connector_options)
+                .option("checkpointLocation", context.checkpoint))
 
 
 class BatchAggregatorUnderTest(AggregatorConnector):
@@ -102,15 +109,18 @@ class BatchAggregatorUnderTest(AggregatorConnector):
     spark_conf = {"spark.sql.streaming.stateStore.providerClass":
                   "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
 
+    bad_options = {"maxBatchSize": "0", "maxWaitMs": "-1", "keyGroups": "many"}
+
     def transform(self, frame: Any, context: QueryContext) -> Any:
         from pyspark.sql import functions as F
 
-        from streamcert.connectors.aggregator import aggregate_batches
+        from streamcert.connectors.aggregator import aggregate_batches, parse_aggregator_options
 
+        settings = parse_aggregator_options({
+            "maxBatchSize": context.option("max_batch_size", 100), "maxWaitMs": context.option("max_wait_ms", 1000),
+            "keyGroups": context.option("key_groups", 8), **context.connector_options})
         batches = aggregate_batches(
-            frame.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value"),
-            max_batch_size=int(context.option("max_batch_size", 100)),
-            max_wait_ms=int(context.option("max_wait_ms", 1000)), key_groups=int(context.option("key_groups", 8)))
+            frame.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value"), **settings)
         return batches.select(F.col("key_group").cast("string").alias("key"),
                               F.to_json(F.struct("*")).alias("value"))
 

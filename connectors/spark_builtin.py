@@ -46,11 +46,12 @@ class SparkFileSink(SinkConnector):
     claims = frozenset({f"SNK-{n}" for n in range(1, 7)} | {"SNK-8"} | _GENERAL | {"exactly-once"})
     unclaimed = {"SNK-7": "it writes to the driver's and executors' file system: there is no participant server "
                           "or network link to fault"}
+    bad_options = {"compression": "bogus"}
 
     def write(self, frame: Any, context: QueryContext) -> Any:
         columns = [c for c in ("key", "value", "partition", "offset") if c in frame.columns]
         return (frame.select(*columns).writeStream.format("parquet").option("path", context.output)
-                .option("checkpointLocation", context.checkpoint))
+                .options(**context.connector_options).option("checkpointLocation", context.checkpoint))
 
 
 class SparkKafkaSource(SourceConnector):
@@ -65,6 +66,7 @@ class SparkKafkaSource(SourceConnector):
     claims = frozenset({f"SRC-{n}" for n in range(1, 11)} | _GENERAL | {"exactly-once", "read_committed",
                                                                        "rescale", "admission-control"})
     unclaimed = {"SRC-11": "Spark's Kafka source has no event-time alignment between partitions"}
+    bad_options = {"startingOffsets": "yesterday", "minPartitions": "0", "kafka.group.id": "mine"}
 
     def read(self, spark: Any, context: QueryContext) -> Any:
         reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", context.bootstrap_servers)
@@ -74,7 +76,7 @@ class SparkKafkaSource(SourceConnector):
         limit = context.option("max_records_per_batch")
         if limit is not None:
             reader = reader.option("maxOffsetsPerTrigger", str(limit))
-        return reader.load()
+        return reader.options(**context.connector_options).load()
 
 
 class SparkKafkaSink(SinkConnector):
@@ -86,11 +88,12 @@ class SparkKafkaSink(SinkConnector):
     spark_packages = SPARK_KAFKA_PACKAGES
     #: Claimed to be measured against the bar, not because it meets it (see the module docstring).
     claims = _ALL_SINK | _GENERAL
+    bad_options = {"kafka.key.serializer": "x", "kafka.value.serializer": "x"}
 
     def write(self, frame: Any, context: QueryContext) -> Any:
         return (frame.select("key", "value").writeStream.format("kafka")
                 .option("kafka.bootstrap.servers", context.bootstrap_servers).option("topic", context.output)
-                .option("checkpointLocation", context.checkpoint))
+                .options(**context.connector_options).option("checkpointLocation", context.checkpoint))
 
 
 class ForeachBatchPostgresSink(SinkConnector):
@@ -122,5 +125,5 @@ class ForeachBatchPostgresSink(SinkConnector):
                     for value in values:
                         copy.write_row((batch_id, bytes(value)))
 
-        return (frame.select("value").writeStream.foreachBatch(append)
+        return (frame.select("value").writeStream.foreachBatch(append).options(**context.connector_options)
                 .option("checkpointLocation", context.checkpoint))

@@ -51,7 +51,8 @@ from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.verify.metrics import summarize
 from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext
 
-__all__ = ["Scenario", "RunResult", "run_scenario", "SCHEMA_FILE", "json_schema", "UNRECORDED_ID_BASE"]
+__all__ = ["Scenario", "RunResult", "run_scenario", "prepare_query", "SCHEMA_FILE", "json_schema",
+           "UNRECORDED_ID_BASE"]
 
 SCHEMA_FILE = SCHEMAS_DIR / "scenario.schema.json"
 
@@ -241,6 +242,20 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(workdir / "results.json")
     return result
+
+
+def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryContext, QuerySpec]:
+    """The query of ``scenario`` ready to start elsewhere (the GEN-2 option probe): its input topic and output made,
+    its context and its driver spec (jars resolved). Nothing is loaded and nothing starts."""
+    connectors = [load_connector(scenario.source, "source"), load_connector(scenario.sink, "sink"),
+                  load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None]
+    sink = connectors[1]
+    output_kind = observer_class(sink.output_kind)
+    context = _context(env, scenario, output_kind, workdir)
+    create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
+    output_kind(OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn)
+                ).prepare(scenario.output_partitions or sink.output_partitions)
+    return context, _driver(env, scenario, context, connectors, workdir).spec
 
 
 def _context(env: Any, scenario: Scenario, output_kind: type[Observer], workdir: Path) -> QueryContext:

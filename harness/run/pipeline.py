@@ -28,14 +28,23 @@ def query_params(source: str, sink: str, aggregator: str | None, context: QueryC
 
 
 def build(spark: Any, params: dict[str, Any]) -> Any:
-    """Driver: the writer of this attempt's query (not started)."""
+    """Driver: the writer of this attempt's query (not started).
+
+    ``params["connector_options"]`` reach only the connector of kind ``params["options_for"]`` (the GEN-2 probe);
+    the others get none.
+    """
     context_data = {**params["context"], "checkpoint": params["checkpoint"],
                     "parallelism": int(params.get("parallelism", params["context"]["parallelism"]))}
-    context = QueryContext.from_dict(context_data)
-    frame = load_connector(params["source"], "source").read(spark, context)
+    plain = QueryContext.from_dict({**context_data, "connector_options": {}})
+    probed = QueryContext.from_dict({**context_data, "connector_options": params.get("connector_options") or {}})
+
+    def context(kind: str) -> QueryContext:
+        return probed if params.get("options_for") == kind else plain
+
+    frame = load_connector(params["source"], "source").read(spark, context("source"))
     if params.get("aggregator"):
-        frame = load_connector(params["aggregator"], "aggregator").transform(frame, context)
-    writer = load_connector(params["sink"], "sink").write(frame, context)
+        frame = load_connector(params["aggregator"], "aggregator").transform(frame, context("aggregator"))
+    writer = load_connector(params["sink"], "sink").write(frame, context("sink"))
     return _with_trigger(writer, str(params.get("trigger") or "200 milliseconds"))
 
 

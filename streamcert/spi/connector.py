@@ -56,7 +56,9 @@ class QueryContext:
     or a folder), ``checkpoint`` is the query's checkpoint folder, ``run_id`` is unique per run (for sink ids,
     transactional ids), ``parallelism`` the reader/writer parallelism of this attempt (a rescale fault
     restarts with another), and ``options`` the scenario's settings for the connectors (read them with
-    :meth:`option`).
+    :meth:`option`). ``connector_options`` are Spark options the harness asks *this* connector to pass to its
+    reader or writer after its own (``.options(**context.connector_options)``): the GEN-2 probe sets each of
+    :attr:`Connector.bad_options` there, and an unknown one, and expects the connector to refuse it.
     """
 
     bootstrap_servers: str
@@ -67,6 +69,7 @@ class QueryContext:
     postgres_dsn: str | None = None
     parallelism: int = 2
     options: Mapping[str, Any] = field(default_factory=dict)
+    connector_options: Mapping[str, str] = field(default_factory=dict)
 
     def option(self, name: str, default: Any = None) -> Any:
         """The scenario's value of option ``name``, else ``default``."""
@@ -75,11 +78,13 @@ class QueryContext:
     def to_dict(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, "input_topic": self.input_topic,
                 "output": self.output, "checkpoint": self.checkpoint, "run_id": self.run_id,
-                "postgres_dsn": self.postgres_dsn, "parallelism": self.parallelism, "options": dict(self.options)}
+                "postgres_dsn": self.postgres_dsn, "parallelism": self.parallelism, "options": dict(self.options),
+                "connector_options": dict(self.connector_options)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "QueryContext":
-        return cls(**{**data, "options": dict(data.get("options") or {})})
+        return cls(**{**data, "options": dict(data.get("options") or {}),
+                      "connector_options": dict(data.get("connector_options") or {})})
 
 
 class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract method
@@ -108,6 +113,11 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
     #: Fault points reached in tasks after they wrote something (prepared, staged): the certification fails the
     #: task attempt there, and the connector must never make that attempt's writes visible.
     fail_points: tuple[str, ...] = ()
+    #: For GEN-2: documented options of the connector and a value each must refuse (``{"maxRecordsPerBatch":
+    #: "0"}``). The harness builds and starts the query once per entry, with the option in
+    #: ``QueryContext.connector_options``, and once with an unknown option; each must fail before the first batch
+    #: commits, with an error that names the option.
+    bad_options: Mapping[str, str] = {}
 
     def unpack_output(self, frame: Any) -> Any:
         """Rows as read back -> one row per workload record (a ``value`` column carrying the record's bytes).

@@ -6,11 +6,14 @@ from __future__ import annotations
 import pytest
 
 from streamcert.conformance.evidence import (RunEvidence, admission, assignment, clean_stop, end_offsets,
-                                             evidence_check, faults_happened, kills_struck, leftovers, progress)
+                                             evidence_check, faults_happened, kills_struck, leftovers, option_errors,
+                                             progress)
 
 
-def _evidence(history=(), driver_events=(), options=None, kill_points=None, probe=None, output=None) -> RunEvidence:
-    return RunEvidence(list(history), list(driver_events), options or {}, kill_points or {}, probe, output)
+def _evidence(history=(), driver_events=(), options=None, kill_points=None, probe=None, output=None,
+              option_cases=None) -> RunEvidence:
+    return RunEvidence(list(history), list(driver_events), options or {}, kill_points or {}, probe, output,
+                       option_cases)
 
 
 def _kill(fault, time=1.0, **fields):
@@ -177,6 +180,32 @@ def test_end_offsets_are_unknown_when_the_run_produced_nothing_after_its_start()
     assert end_offsets(_evidence([_ENDED], output=_ids(1))).valid == "unknown"
 
 
-@pytest.mark.parametrize("name", ["fencing", "option_errors", "event_time_drift"])
+@pytest.mark.parametrize("name", ["fencing", "event_time_drift"])
 def test_checks_this_version_cannot_decide_are_unknown_never_pass(name):
     assert evidence_check(name, _evidence(), "SRC-3", ()).valid == "unknown"
+
+
+def _case(name, value, refused, message, stage="build"):
+    return {"case": {name: value}, "refused": refused, "stage": stage if refused else None, "message": message,
+            "seconds": 1.0}
+
+
+def test_options_refused_by_errors_that_name_them_meet_gen_2():
+    cases = [_case("maxRecordsPerBatch", "0", True, "Option maxRecordsPerBatch='0' is not valid. Hint: ..."),
+             _case("kafka.key.serializer", "x", True, "Kafka option 'key.serializer' is not supported", "query"),
+             _case("streamcertNoSuchOption", "1", True, "Unknown option(s): streamcertnosuchoption")]
+    found = option_errors(_evidence(option_cases=cases))
+    assert found.valid is True and found.counts["refused_clearly"] == 3
+
+
+def test_an_option_accepted_or_refused_without_its_name_fails_gen_2():
+    cases = [_case("compression", "bogus", True, "Codec [bogus] is not available"),
+             _case("streamcertNoSuchOption", "1", False, "the query committed a batch with the option set")]
+    found = option_errors(_evidence(option_cases=cases))
+    assert found.valid is False and [v["option"] for v in found.violations] == ["compression",
+                                                                               "streamcertNoSuchOption"]
+
+
+def test_options_never_probed_or_a_probe_that_did_not_finish_are_unknown():
+    assert option_errors(_evidence()).valid == "unknown"
+    assert option_errors(_evidence(option_cases=[_case("x", "1", None, "the probe did not finish")])).valid == "unknown"

@@ -1,0 +1,120 @@
+"""GEN-2's probe: build and start a connector's query with each of its bad options, and with an unknown one.
+
+The harness side (:func:`probe_options`) prepares the query of a scenario (input topic, output, jars), writes the
+cases to a file and runs this module as a child process (``python -m streamcert.conformance.options_probe SPEC
+OUT``), which holds one Spark session and, for each case, builds the query with the option in the connector's
+``QueryContext.connector_options`` (:func:`streamcert.harness.run.pipeline.build`), starts it on a checkpoint of
+its own, and waits until it fails or its first batch commits. Each outcome says at which stage the option was
+refused (``build``, ``start`` or ``query``), with the error's first lines and how long it took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["UNKNOWN_OPTION", "probe_options", "cases_of"]
+
+#: The option no connector documents: it must be refused like a bad value.
+UNKNOWN_OPTION = ("streamcertNoSuchOption", "1")
+#: Seconds a case may take to be refused (Spark plans and fails the first batch within a few).
+CASE_TIMEOUT_S = 40.0
+
+
+def cases_of(connector: Any) -> list[dict[str, str]]:
+    """One case per bad option the connector declares, then the unknown option."""
+    return [{name: str(value)} for name, value in connector.bad_options.items()] + [dict([UNKNOWN_OPTION])]
+
+
+def probe_options(env: Any, scenario: Any, options_for: str, cases: list[dict[str, str]], workdir: Path,
+                  timeout_s: float = CASE_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Run the cases against ``scenario``'s query in a child process; one outcome per case."""
+    from streamcert.harness.scenario import prepare_query
+    from streamcert.harness.stack.process import token_env
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    context, spec = prepare_query(env, scenario, workdir)
+    spec_file, out_file = workdir / "options-probe.json", workdir / "options-probe-out.json"
+    spec_file.write_text(json.dumps({"query": json.loads(spec.to_json()), "options_for": options_for,
+                                     "cases": cases, "timeout_s": timeout_s}))
+    with open(workdir / "options-probe.log", "ab") as log:
+        subprocess.run([sys.executable, "-m", "streamcert.conformance.options_probe", str(spec_file), str(out_file)],
+                       stdout=log, stderr=subprocess.STDOUT, timeout=120 + timeout_s * len(cases),
+                       env=token_env(getattr(env, "run_token", ""), dict(os.environ, PYTHONUNBUFFERED="1")))
+    if not out_file.exists():
+        return [{"case": case, "refused": None, "stage": None, "message": "the probe did not finish",
+                 "seconds": None} for case in cases]
+    return json.loads(out_file.read_text())
+
+
+# -- the child -------------------------------------------------------------------------------
+
+def _first_lines(error: BaseException, lines: int = 6) -> str:
+    text = str(error).strip() or type(error).__name__
+    return "\n".join(text.splitlines()[:lines])[:1500]
+
+
+def _committed(checkpoint: str) -> bool:
+    from streamcert.harness.run.checkpoint import batch_ids
+
+    return bool(batch_ids(Path(checkpoint), "commits"))
+
+
+def _one(spark: Any, params: dict[str, Any], case: dict[str, str], checkpoint: str, timeout_s: float) -> dict:
+    from streamcert.harness.run.pipeline import build
+
+    began = time.monotonic()
+
+    def outcome(refused: bool | None, stage: str | None, message: str) -> dict[str, Any]:
+        return {"case": case, "refused": refused, "stage": stage, "message": message,
+                "seconds": round(time.monotonic() - began, 3)}
+
+    try:
+        writer = build(spark, {**params, "checkpoint": checkpoint, "connector_options": case})
+    except Exception as exc:  # noqa: BLE001 - what the connector raised is the evidence
+        return outcome(True, "build", _first_lines(exc))
+    try:
+        query = writer.start()
+    except Exception as exc:  # noqa: BLE001
+        return outcome(True, "start", _first_lines(exc))
+    try:
+        while time.monotonic() - began < timeout_s:
+            error = query.exception()
+            if error is not None:
+                return outcome(True, "query", _first_lines(error))
+            if not query.isActive:
+                return outcome(False, None, "the query ended without an error")
+            if _committed(checkpoint):
+                return outcome(False, None, "the query committed a batch with the option set")
+            time.sleep(0.2)
+        return outcome(False, None, f"the query ran {timeout_s:.0f} s without refusing the option")
+    finally:
+        try:
+            query.stop()
+        except Exception:  # noqa: BLE001 - a failed query may refuse to stop; the next case has its own
+            pass
+
+
+def _child(spec_file: str, out_file: str) -> int:
+    from streamcert.harness.run.driver import QuerySpec
+    from streamcert.harness.stack.spark import SparkConfig, spark_session
+
+    spec = json.loads(Path(spec_file).read_text())
+    query = QuerySpec(**{**spec["query"], "packages": tuple(spec["query"].get("packages", ()))})
+    spark = spark_session(SparkConfig(master=query.master, conf=query.spark_conf, app_name="streamcert-options"))
+    params = {**query.params, "options_for": spec["options_for"]}
+    outcomes = []
+    for index, case in enumerate(spec["cases"]):
+        outcomes.append(_one(spark, params, case, f"{query.checkpoint}-case{index}", spec["timeout_s"]))
+        Path(out_file).write_text(json.dumps(outcomes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1], sys.argv[2]))
