@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -55,9 +56,15 @@ def probe_options(env: Any, scenario: Any, options_for: str, cases: list[dict[st
 
 # -- the child -------------------------------------------------------------------------------
 
-def _first_lines(error: BaseException, lines: int = 6) -> str:
+_RAISED = re.compile(r"^\s*([\w.]+(Error|Exception)): (.+)$")
+
+
+def _what_was_raised(error: BaseException) -> str:
+    """The error as a user reads it: the last ``SomeError: message`` line of the text Spark wraps around a Python
+    traceback (the connector's own error is raised last), else the text's first line."""
     text = str(error).strip() or type(error).__name__
-    return "\n".join(text.splitlines()[:lines])[:1500]
+    raised = [match.group(0).strip() for match in map(_RAISED.match, text.splitlines()) if match]
+    return (raised[-1] if raised else text.splitlines()[0])[:1000]
 
 
 def _committed(checkpoint: str) -> bool:
@@ -75,19 +82,22 @@ def _one(spark: Any, params: dict[str, Any], case: dict[str, str], checkpoint: s
         return {"case": case, "refused": refused, "stage": stage, "message": message,
                 "seconds": round(time.monotonic() - began, 3)}
 
+    def refused(stage: str, error: BaseException) -> dict[str, Any]:
+        return outcome(True, stage, _what_was_raised(error))
+
     try:
         writer = build(spark, {**params, "checkpoint": checkpoint, "connector_options": case})
     except Exception as exc:  # noqa: BLE001 - what the connector raised is the evidence
-        return outcome(True, "build", _first_lines(exc))
+        return refused("build", exc)
     try:
         query = writer.start()
     except Exception as exc:  # noqa: BLE001
-        return outcome(True, "start", _first_lines(exc))
+        return refused("start", exc)
     try:
         while time.monotonic() - began < timeout_s:
             error = query.exception()
             if error is not None:
-                return outcome(True, "query", _first_lines(error))
+                return refused("query", error)
             if not query.isActive:
                 return outcome(False, None, "the query ended without an error")
             if _committed(checkpoint):
