@@ -69,10 +69,11 @@ def _workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
                            "transaction_records": 50, "seed": rng.randrange(1 << 30), **changes})
 
 
-def _kills(rng: random.Random, count: int, kill_points: dict[str, str], sink_output_aware: bool) -> list:
+def _kills(rng: random.Random, count: int, kill_points: dict[str, str], sink_output_aware: bool,
+           every_point: bool = True) -> list:
     """A window kill at a seeded delay, ``count`` kills at seeded random moments, one when the output grows (for
-    sinks), then the connector's (or its partner sink's) kill points: every ``committing`` one, and one
-    ``window`` one drawn by the seed."""
+    sinks), then the connector's (or its partner sink's) kill points: every one, or (``every_point`` false, the
+    quick plan) every ``committing`` one and one ``window`` one drawn by the seed."""
     entries = [("driver_kill", "driver", {"min_batch": 1, "delay_ms": rng.randrange(0, 150)}, 0.0)]
     entries += [("driver_kill_random", "driver", {"fraction": round(rng.uniform(0.0, 1.5), 3)}, 0.0)
                 for _ in range(count)]
@@ -80,7 +81,8 @@ def _kills(rng: random.Random, count: int, kill_points: dict[str, str], sink_out
         entries.append(("driver_kill_on_output", "driver", {}, 0.0))
     window = sorted(point for point, moment in kill_points.items() if moment == "window")
     points = sorted(point for point, moment in kill_points.items() if moment == "committing")
-    points += [rng.choice(window)] if window else []
+    chosen = rng.choice(window) if window else None  # drawn in both plans: the quick one replays the full one's
+    points += window if every_point else [chosen] if chosen else []
     entries += [("driver_kill_at", "driver", {"point": point}, 0.0) for point in points]
     return entries
 
@@ -110,7 +112,8 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
     runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
-        schedule=_chain(_kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False)),
+        schedule=_chain(_kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False,
+                               every_point=not quick)),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
@@ -150,7 +153,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
     runs.append(PlannedRun(ref, "driver-kills", ("SNK-1", "SNK-3", "SNK-4", "SNK-5"), Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, 3000),
-        schedule=_chain(_kills(rng, 1 if quick else 2, dict(connector.kill_points), sink_output_aware=True)),
+        schedule=_chain(_kills(rng, 1 if quick else 2, dict(connector.kill_points), sink_output_aware=True,
+                               every_point=not quick)),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = [("python_worker_kill", "executor", {}, 0.0) for _ in range(1 if quick else 2)]
@@ -206,7 +210,8 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> 
     points = {point: moment for point, moment in points.items() if moment == "committing"}
     runs.append(PlannedRun(ref, "driver-kills", ("AGG-1", "AGG-4"), _aggregator_scenario(
         ref, connector, "kills", rng, total=1500, options={"max_records_per_batch": 100},
-        schedule=_chain(_kills(rng, 1 if quick else 2, points, sink_output_aware=True)), faults_after_output=1,
+        schedule=_chain(_kills(rng, 1 if quick else 2, points, sink_output_aware=True, every_point=not quick)),
+        faults_after_output=1,
         flush_slack_s=240.0)))
     if quick:
         return runs

@@ -38,11 +38,16 @@ class KafkaOffsetSourceUnderTest(SourceConnector):
     bad_options = {"maxRecordsPerBatch": "0", "isolationLevel": "dirty", "startingOffsets": "yesterday",
                    "kafka.group.id": "mine"}
 
-    def read(self, spark: Any, context: QueryContext) -> Any:
-        from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
+    def datasource(self) -> Any:
+        """The Python data source class the query reads with (registered under its ``name()``)."""
+        from streamcert.connectors.kafka_source import KafkaOffsetSource
 
-        spark.dataSource.register(KafkaOffsetSource)
-        return (spark.readStream.format(SOURCE_NAME)
+        return KafkaOffsetSource
+
+    def read(self, spark: Any, context: QueryContext) -> Any:
+        source = self.datasource()
+        spark.dataSource.register(source)
+        return (spark.readStream.format(source.name())
                 .option("kafka.bootstrap.servers", context.bootstrap_servers)
                 .option("subscribe", context.input_topic)
                 .option("readerParallelism", str(context.parallelism))
@@ -63,11 +68,16 @@ class KafkaTwoPhaseSinkUnderTest(SinkConnector):
     bad_options = {"stagingBlockBytes": "0", "transactionTimeoutMs": "5", "stagingTopic": "no spaces allowed",
                    "kafka.transactional.id": "mine"}
 
-    def write(self, frame: Any, context: QueryContext) -> Any:
-        from streamcert.connectors.kafka_sink import SINK_NAME, KafkaTwoPhaseSink
+    def datasource(self) -> Any:
+        """The Python data source class the query writes with (registered under its ``name()``)."""
+        from streamcert.connectors.kafka_sink import KafkaTwoPhaseSink
 
-        frame.sparkSession.dataSource.register(KafkaTwoPhaseSink)
-        return (frame.select("key", "value").writeStream.format(SINK_NAME)
+        return KafkaTwoPhaseSink
+
+    def write(self, frame: Any, context: QueryContext) -> Any:
+        sink = self.datasource()
+        frame.sparkSession.dataSource.register(sink)
+        return (frame.select("key", "value").writeStream.format(sink.name())
                 .option("kafka.bootstrap.servers", context.bootstrap_servers).option("topic", context.output)
                 .option("sinkId", _sink_id(context))
                 .option("stagingPartitions", str(context.option("staging_partitions", 8)))
@@ -86,11 +96,16 @@ class PostgresTwoPhaseSinkUnderTest(SinkConnector):
     fail_points = ("pg-2pc.after-prepare",)
     bad_options = {"sinkId": "no spaces allowed", "table": " "}
 
-    def write(self, frame: Any, context: QueryContext) -> Any:
-        from streamcert.connectors.pg_sink import SINK_NAME, PostgresTwoPhaseSink
+    def datasource(self) -> Any:
+        """The Python data source class the query writes with (registered under its ``name()``)."""
+        from streamcert.connectors.pg_sink import PostgresTwoPhaseSink
 
-        frame.sparkSession.dataSource.register(PostgresTwoPhaseSink)
-        return (frame.select("partition", "offset", "value").writeStream.format(SINK_NAME)
+        return PostgresTwoPhaseSink
+
+    def write(self, frame: Any, context: QueryContext) -> Any:
+        sink = self.datasource()
+        frame.sparkSession.dataSource.register(sink)
+        return (frame.select("partition", "offset", "value").writeStream.format(sink.name())
                 .option("dsn", context.postgres_dsn).option("table", context.output)
                 .option("sinkId", _sink_id(context)).options(**context.connector_options)
                 .option("checkpointLocation", context.checkpoint))

@@ -44,9 +44,12 @@ def test_a_sink_without_fault_points_is_still_killed_in_the_window_at_random_mom
     assert len(fractions) >= 2  # spread over the batch, not one moment
 
 
-def test_a_sink_with_points_adds_every_committing_point_and_one_window_point():
+def test_a_sink_with_points_is_killed_at_each_and_quickly_at_every_committing_point_and_one_window_point():
     sink = load_connector("streamcert-kafka-2pc")
-    runs = {run.name: run for run in plan("streamcert-kafka-2pc", sink, seed=1)}
+    full = {run.name: run for run in plan("streamcert-kafka-2pc", sink, seed=1)}
+    points = [spec.params["point"] for spec in full["driver-kills"].scenario.schedule if spec.fault == "driver_kill_at"]
+    assert sorted(points) == sorted(sink.kill_points)
+    runs = {run.name: run for run in plan("streamcert-kafka-2pc", sink, seed=1, quick=True)}
     points = [spec.params["point"] for spec in runs["driver-kills"].scenario.schedule if spec.fault == "driver_kill_at"]
     assert "kafka-2pc.after-commit" in points and len(points) == 2
     failing = [spec.params["point"] for spec in runs["task-failures"].scenario.schedule if spec.fault == "task_fail_at"]

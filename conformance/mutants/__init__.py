@@ -1,0 +1,65 @@
+"""Mutants: connectors BROKEN ON PURPOSE, each with one plausible bug, to prove the suite catches what it claims to.
+
+Every module here holds one mutant: a subclass of a reference connector with a single mistake a real author could
+make, and its declaration (claims copied from the reference). :data:`MUTANTS` says, for each, which requirements
+the bug must fail and which requirements the same runs judge that it must still pass. ``tests/conformance/
+test_mutants.py`` certifies every mutant on those requirements in the default test run; ``streamcert certify
+--connector streamcert.conformance.mutants.<module>:CONNECTOR`` runs one by hand. Never use these connectors for
+anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Mutant", "MUTANTS"]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A broken connector and what the certification must say about it."""
+
+    #: ``module:attr`` of its declaration
+    reference: str
+    #: the bug, in one line
+    bug: str
+    #: requirements its certification must fail
+    breaks: frozenset[str]
+    #: further requirements certified with it (judged by the same runs) that it must still pass
+    keeps: frozenset[str] = frozenset()
+    #: the certification's seed for the test (the schedule it gives is in the test's evidence)
+    seed: int = 1
+
+    @property
+    def requirements(self) -> list[str]:
+        return sorted(self.breaks | self.keeps)
+
+
+def _ref(module: str) -> str:
+    return f"streamcert.conformance.mutants.{module}:CONNECTOR"
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(_ref("source_offsets_in_memory"), "plans each batch from the end it remembers in driver memory, not from "
+           "the start offsets Spark restored: a restarted driver reads everything again",
+           frozenset({"SRC-1"})),
+    Mutant(_ref("source_even_split"), "splits the partitions evenly across tasks when it plans its first batch "
+           "(restored offsets, seed 000's ListState mistake) instead of by the assignment rule",
+           frozenset({"SRC-3"}), frozenset({"SRC-2", "SRC-6", "SRC-9", "GEN-1", "GEN-3"})),
+    Mutant(_ref("source_off_by_one"), "stops one record before the end of each range",
+           frozenset({"SRC-2", "SRC-6", "SRC-9"}), frozenset({"SRC-3", "GEN-1", "GEN-3"})),
+    Mutant(_ref("source_read_uncommitted"), "reads with isolation.level=read_uncommitted: aborted transactions' "
+           "records reach the query",
+           frozenset({"SRC-6"}), frozenset({"SRC-2", "SRC-3", "SRC-9", "GEN-1", "GEN-3"})),
+    Mutant(_ref("sink_commit_in_write"), "commits each task's rows in write() instead of preparing them: a retried "
+           "task or a replayed batch writes them again",
+           frozenset({"SNK-2", "SNK-5"})),
+    Mutant(_ref("sink_decision_overwritten"), "records a replayed batch's decision with an upsert and prepares it "
+           "again: the replay of a committed batch commits a second copy",
+           frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"})),
+    Mutant(_ref("sink_never_rolls_back"), "never rolls back the prepared transactions of a failed attempt",
+           frozenset({"SNK-2"}), frozenset({"SNK-5"})),
+    Mutant(_ref("kafka_ledger_outside_txn"), "writes the batch's decision record outside the copy's transaction "
+           "(before it commits): a crash in between marks the batch done with its rows never copied",
+           frozenset({"SNK-1", "SNK-3"}), seed=2),
+)

@@ -1,0 +1,56 @@
+"""MUTANT, BROKEN ON PURPOSE: a PostgreSQL sink that commits in ``write()``.
+
+The bug: each task inserts its rows and COMMITs them (instead of PREPARE TRANSACTION) before the driver decides
+anything. A task attempt that fails after writing, and every batch Spark replays, write the rows again. SNK-2 (a
+failed attempt's writes are never visible) and SNK-5 (readers never see uncommitted data) must catch it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
+from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage, _options
+from streamcert.spi.fault_points import reached
+
+__all__ = ["CONNECTOR"]
+
+
+class _Writer(PostgresStreamWriter):
+    def write(self, iterator: Iterator) -> PreparedMessage:
+        rows = 0
+        with psycopg.connect(self.dsn) as conn:  # BUG: committed at the end of the task, not prepared
+            copy_sql = sql.SQL("copy {} ({}) from stdin").format(
+                sql.Identifier(self.table), sql.SQL(", ").join(sql.Identifier(c) for c in self.columns))
+            with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
+                for row in iterator:
+                    copy.write_row(tuple(row))
+                    rows += 1
+        reached("pg-2pc.after-prepare")
+        return PreparedMessage([], rows)
+
+
+class _Sink(PostgresTwoPhaseSink):
+    @classmethod
+    def name(cls) -> str:
+        return "mutant-sink-commit-in-write"
+
+    def streamWriter(self, schema, overwrite: bool) -> PostgresStreamWriter:
+        dsn, table, sink_id = _options(self.options)
+        return _Writer(dsn, table, sink_id, schema)
+
+
+class CommitInWrite(PostgresTwoPhaseSinkUnderTest):
+    """Broken on purpose: see the module docstring."""
+
+    name = "mutant-sink-commit-in-write"
+
+    def datasource(self) -> Any:
+        return _Sink
+
+
+CONNECTOR = CommitInWrite()
