@@ -189,11 +189,11 @@ class BatchAggregator:
             })
 
 
-def _processor_class():
+def _processor_class(base: type[BatchAggregator]):
     # Imported lazily: pyspark's stateful processor module needs protobuf, not every caller does.
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-    return type("StatefulBatchAggregator", (BatchAggregator, StatefulProcessor), {})
+    return type(f"Stateful{base.__name__}", (base, StatefulProcessor), {})
 
 
 def parse_aggregator_options(options: Mapping[str, object]) -> dict[str, int]:
@@ -207,8 +207,9 @@ def parse_aggregator_options(options: Mapping[str, object]) -> dict[str, int]:
 
 
 def aggregate_batches(frame, *, max_batch_size: int, max_wait_ms: int, key_groups: int = 16,
-                      key_column: str = "key"):
-    """Driver: the aggregated stream of ``frame`` (columns ``key_column``, ``partition``, ``offset``, ``value``).
+                      key_column: str = "key", processor: type[BatchAggregator] = BatchAggregator):
+    """Driver: the aggregated stream of ``frame`` (columns ``key_column``, ``partition``, ``offset``, ``value``);
+    ``processor`` is the stateful processor's class (a subclass of :class:`BatchAggregator`).
 
     The query needs the RocksDB state store provider (``spark.sql.streaming.stateStore.providerClass``)
     and a sink that supports append; output columns are :data:`OUTPUT_SCHEMA`.
@@ -238,5 +239,5 @@ def aggregate_batches(frame, *, max_batch_size: int, max_wait_ms: int, key_group
         F.lit(-1).cast("int").alias("partition"), F.col("value").cast("long").alias("offset"),
         F.lit(None).cast("binary").alias("value"))
     return keyed.select(*columns).unionByName(tick.select(*columns)).groupBy("key_group").transformWithStateInPandas(
-        statefulProcessor=_processor_class()(max_batch_size, max_wait_ms, key_groups),
+        statefulProcessor=_processor_class(processor)(max_batch_size, max_wait_ms, key_groups),
         outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="ProcessingTime")

@@ -126,6 +126,12 @@ class BatchAggregatorUnderTest(AggregatorConnector):
 
     bad_options = {"maxBatchSize": "0", "maxWaitMs": "-1", "keyGroups": "many"}
 
+    def processor(self) -> Any:
+        """The stateful processor class the query aggregates with."""
+        from streamcert.connectors.aggregator import BatchAggregator
+
+        return BatchAggregator
+
     def transform(self, frame: Any, context: QueryContext) -> Any:
         from pyspark.sql import functions as F
 
@@ -135,7 +141,8 @@ class BatchAggregatorUnderTest(AggregatorConnector):
             "maxBatchSize": context.option("max_batch_size", 100), "maxWaitMs": context.option("max_wait_ms", 1000),
             "keyGroups": context.option("key_groups", 8), **context.connector_options})
         batches = aggregate_batches(
-            frame.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value"), **settings)
+            frame.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value"),
+            processor=self.processor(), **settings)
         return batches.select(F.col("key_group").cast("string").alias("key"),
                               F.to_json(F.struct("*")).alias("value"))
 

@@ -14,12 +14,21 @@ decisions). Where each part runs:
   then record this batch's decision and ``COMMIT PREPARED`` each transaction it names (fault
   points ``pg-2pc.before-decision`` and ``pg-2pc.after-decision``); idempotent;
 - ``abort`` (driver): roll back the attempt's prepared transactions.
+
+A lost or refused connection (the database restarting, a network fault) is retried for up to ``retryTimeoutMs``
+(60 s by default) in the driver's commit and abort, both idempotent, and in a task's prepare, which starts again
+under a new transaction id (the rows are kept in the task until their transaction is prepared; an earlier try
+that did prepare is an orphan the next commit rolls back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+import psycopg
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
@@ -35,8 +44,23 @@ __all__ = ["SINK_NAME", "PostgresTwoPhaseSink", "PostgresStreamWriter", "Prepare
 SINK_NAME = "streamcert-pg-2pc"
 _FAULT_POINTS = "pg-2pc"
 _RULES = OptionRules({"dsn": "a libpq connection string (required)", "table": "the output table (required)",
-                      "sinkId": "a stable id of 1-64 letters, digits, '_' or '-' (required)"},
+                      "sinkId": "a stable id of 1-64 letters, digits, '_' or '-' (required)",
+                      "retryTimeoutMs": "an integer >= 0: how long lost connections are retried (default 60000)"},
                      f"{SINK_NAME} sink", required=("dsn", "table", "sinkId"), spark_own=SPARK_WRITER_OPTIONS)
+T = TypeVar("T")
+
+
+def _retrying(what: str, timeout_ms: int, action: Callable[[], T]) -> T:
+    """``action()``, again after a lost or refused connection (psycopg's OperationalError) until ``timeout_ms``."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        try:
+            return action()
+        except psycopg.OperationalError as exc:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"{SINK_NAME}: {what} failed: PostgreSQL did not answer within "
+                                   f"retryTimeoutMs={timeout_ms} ({exc})") from exc
+            time.sleep(0.5)
 
 
 @dataclass
@@ -54,6 +78,10 @@ def _options(options) -> tuple[str, str, str]:
     return values.text("dsn"), values.text("table"), validate_sink_id(values.text("sinkId"))
 
 
+def _retry_timeout_ms(options) -> int:
+    return int(_RULES.read(dict(options)).integer("retryTimeoutMs", 60000, 0))
+
+
 class PostgresTwoPhaseSink(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -61,19 +89,20 @@ class PostgresTwoPhaseSink(DataSource):
 
     def streamWriter(self, schema, overwrite: bool) -> "PostgresStreamWriter":
         dsn, table, sink_id = _options(self.options)
-        return PostgresStreamWriter(dsn, table, sink_id, schema)
+        return PostgresStreamWriter(dsn, table, sink_id, schema, _retry_timeout_ms(self.options))
 
 
 class PostgresStreamWriter(DataSourceStreamWriter):
-    def __init__(self, dsn: str, table: str, sink_id: str, schema) -> None:
+    def __init__(self, dsn: str, table: str, sink_id: str, schema, retry_timeout_ms: int = 60000) -> None:
         self.dsn, self.table, self.sink_id = dsn, table, sink_id
+        self.retry_timeout_ms = retry_timeout_ms
         self.columns = [f.name for f in schema.fields]
         kinds = [(f.name, f.dataType.simpleString()) for f in schema.fields]
         unsupported = [f"{name} {kind}" for name, kind in kinds if kind not in SPARK_TO_PG]
         if unsupported:
             raise ConfigurationError(f"The {SINK_NAME} sink cannot store column(s) {', '.join(unsupported)}.",
                                      hint=f"Supported Spark types: {', '.join(SPARK_TO_PG)}; cast the others.")
-        ensure_table(dsn, table, kinds)
+        _retrying(f"creating table {table}", retry_timeout_ms, lambda: ensure_table(dsn, table, kinds))
 
     def _coordinator(self) -> Coordinator:
         return Coordinator(self.sink_id, PostgresParticipant(self.dsn), PostgresDecisionLog(self.dsn), _FAULT_POINTS)
@@ -84,18 +113,28 @@ class PostgresStreamWriter(DataSourceStreamWriter):
 
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-        if PostgresDecisionLog(self.dsn).decision(self.sink_id, batch_id) is not None:
+        decided = _retrying(f"the decision lookup of batch {batch_id}", self.retry_timeout_ms,
+                            lambda: PostgresDecisionLog(self.dsn).decision(self.sink_id, batch_id))
+        if decided is not None:
             return PreparedMessage(skipped_replay=True)
-        txn = TxnId.new(self.sink_id, batch_id, context.partitionId(), context.attemptNumber())
-        rows = prepare_rows(self.dsn, self.table, self.columns, (tuple(row) for row in iterator), txn)
+        rows = [tuple(row) for row in iterator]  # kept until prepared: a lost connection prepares them again
+        txns: list[TxnId] = []
+
+        def prepare() -> int:
+            txns.append(TxnId.new(self.sink_id, batch_id, context.partitionId(), context.attemptNumber()))
+            return prepare_rows(self.dsn, self.table, self.columns, rows, txns[-1])
+
+        count = _retrying(f"the prepare of batch {batch_id}", self.retry_timeout_ms, prepare)
         reached(f"{_FAULT_POINTS}.after-prepare")
-        return PreparedMessage([str(txn)], rows)
+        return PreparedMessage([str(txns[-1])], count)
 
     def commit(self, messages, batchId: int) -> None:
-        """Driver: record the decision for ``batchId``, then commit what it names (idempotent)."""
+        """Driver: record the decision for ``batchId``, then commit what it names (idempotent, so retried)."""
         txns = [txn for message in messages if message is not None for txn in message.txn_ids]
-        self._coordinator().commit(batchId, txns)
+        _retrying(f"the commit of batch {batchId}", self.retry_timeout_ms,
+                  lambda: self._coordinator().commit(batchId, txns))
 
     def abort(self, messages, batchId: int) -> None:
         txns = [txn for message in messages if message is not None for txn in message.txn_ids]
-        self._coordinator().abort(batchId, txns)
+        _retrying(f"the abort of batch {batchId}", self.retry_timeout_ms,
+                  lambda: self._coordinator().abort(batchId, txns))

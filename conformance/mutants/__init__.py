@@ -62,4 +62,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(_ref("kafka_ledger_outside_txn"), "writes the batch's decision record outside the copy's transaction "
            "(before it commits): a crash in between marks the batch done with its rows never copied",
            frozenset({"SNK-1", "SNK-3"}), seed=2),
+    Mutant(_ref("aggregator_waits_for_input"), "registers no timer: a group's time flush waits for that group's "
+           "next input, so what it holds when the input stops is never emitted (seed 004, trap 2)",
+           frozenset({"AGG-3"}), frozenset({"AGG-1", "AGG-2"})),
 )

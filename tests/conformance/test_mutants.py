@@ -1,0 +1,45 @@
+"""Every mutant (a connector broken on purpose, streamcert.conformance.mutants) is caught: its certification fails
+exactly the requirements its bug breaks and passes the others certified with it. A check that cannot fail is not
+worth having; these are the proof that each can."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from streamcert.conformance.certify import certify, prepare
+from streamcert.conformance.mutants import MUTANTS
+from streamcert.harness.run.connectors import load_connector
+
+
+def _name(mutant) -> str:
+    return mutant.reference.split(".")[-1].split(":")[0]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=_name)
+def test_a_mutant_is_marked_broken_names_its_bug_and_claims_what_it_breaks(mutant):
+    module = importlib.import_module(mutant.reference.split(":")[0])
+    assert module.__doc__.startswith("MUTANT, BROKEN ON PURPOSE")
+    connector = load_connector(mutant.reference)
+    assert connector.name.startswith("mutant-") and mutant.bug
+    assert mutant.breaks and set(mutant.requirements) <= set(connector.claims)
+    assert not mutant.breaks & mutant.keeps
+
+
+def test_the_mutants_cover_sources_and_sinks_with_distinct_bugs():
+    kinds = {load_connector(m.reference).kind for m in MUTANTS}
+    assert {"source", "sink"} <= kinds
+    assert len({m.reference for m in MUTANTS}) == len(MUTANTS) >= 8
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mutant", MUTANTS, ids=_name)
+def test_each_mutant_fails_exactly_the_requirements_its_bug_breaks(mutant, stack, tmp_path):
+    result = certify(prepare([mutant.reference], mutant.requirements, seed=mutant.seed, quick=True), tmp_path,
+                     environment=stack)
+    verdicts = {v.requirement: v for v in result.verdicts}
+    seen = {req: (v.verdict, v.reason[:300]) for req, v in verdicts.items()}
+    assert result.complete and set(verdicts) == set(mutant.requirements), seen
+    assert {req for req, v in verdicts.items() if v.verdict == "fail"} == set(mutant.breaks), seen
+    assert {req for req in mutant.keeps if verdicts[req].verdict == "pass"} == set(mutant.keeps), seen
