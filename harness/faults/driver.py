@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
 
 from streamcert.harness.faults.base import Fault, within
 from streamcert.harness.faults.registry import FaultParams, fault_kind
+from streamcert.harness.run.checkpoint import CheckpointState
 from streamcert.harness.run.state import repartition_state, stop_cleanly
 
 __all__ = ["DriverKillParams", "DriverKillFault", "RandomKillParams", "DriverKillRandomFault", "OutputKillParams",
@@ -25,13 +27,34 @@ __all__ = ["DriverKillParams", "DriverKillFault", "RandomKillParams", "DriverKil
 _DEFAULT_BATCH_MS = 500.0
 
 
+class _DriverKill(Fault):
+    """A SIGKILL of the driver once a batch of the current attempt is pending; ``stop`` restarts it."""
+
+    needs = ("driver",)
+    window_timeout_s = 120.0
+
+    def _strike(self, min_batch: int, delay_ms: Callable[[], float]) -> tuple[CheckpointState, CheckpointState, float]:
+        """Wait for the window, wait ``delay_ms()``, kill; the checkpoint when the window opened and after the kill
+        (when nothing can commit any more), and the delay."""
+        _wait_for_window(self, min_batch)
+        first = self.driver.checkpoint()
+        delay = delay_ms()
+        time.sleep(delay / 1000)
+        self.driver.kill()
+        return first, self.driver.checkpoint(), delay
+
+    def _heal(self) -> dict[str, Any]:
+        self.driver.restart()
+        return {"attempt": self.driver.attempt}
+
+
 class DriverKillParams(FaultParams):
     min_batch: int = Field(0, ge=0, description="wait for a pending batch at least this high")
     delay_ms: int = Field(0, ge=0, description="milliseconds into the window before the kill")
 
 
 @fault_kind("driver_kill", targets=("driver",), params=DriverKillParams)
-class DriverKillFault(Fault):
+class DriverKillFault(_DriverKill):
     """SIGKILL the driver when the checkpoint shows ``offsets/N`` written and ``commits/N`` not (any connector).
 
     ``stop`` restarts it from the same checkpoint. Params: ``min_batch`` (wait for a pending batch at least this
@@ -40,22 +63,10 @@ class DriverKillFault(Fault):
     ``window_timeout_s`` (or once the driver stopped by itself) it kills anyway.
     """
 
-    needs = ("driver",)
-    window_timeout_s = 120.0
-
     def _inject(self) -> dict[str, Any]:
-        driver = self.driver
-        _wait_for_window(self, self.params.min_batch)
-        first = driver.checkpoint()
-        time.sleep(self.params.delay_ms / 1000)
-        driver.kill()
-        state = driver.checkpoint()  # read after the kill: nothing can commit any more
+        first, state, _delay = self._strike(self.params.min_batch, lambda: self.params.delay_ms)
         return {"pending_batch": state.pending, "latest_commit": state.latest_commit,
                 "in_window": state.pending is not None and state.pending == first.pending}
-
-    def _heal(self) -> dict[str, Any]:
-        self.driver.restart()
-        return {"attempt": self.driver.attempt}
 
 
 def typical_batch_ms(driver: Any) -> float:
@@ -103,7 +114,7 @@ def _random_kill_params(rng: Any) -> dict[str, Any]:
 
 
 @fault_kind("driver_kill_random", targets=("driver",), params=RandomKillParams, random_params=_random_kill_params)
-class DriverKillRandomFault(Fault):
+class DriverKillRandomFault(_DriverKill):
     """SIGKILL the driver at a moment of the batch lifecycle drawn from the schedule's seed, for any connector.
 
     Once a batch at least ``min_batch`` is pending, the fault waits ``fraction`` times the median length of the
@@ -113,23 +124,11 @@ class DriverKillRandomFault(Fault):
     the kill is not aimed (``aimed`` false), so no moment counts as a miss. ``stop`` restarts the driver.
     """
 
-    needs = ("driver",)
-    window_timeout_s = 120.0
-
     def _inject(self) -> dict[str, Any]:
-        driver = self.driver
-        _wait_for_window(self, self.params.min_batch)
-        first = driver.checkpoint()
-        delay_ms = self.params.fraction * typical_batch_ms(driver)
-        time.sleep(delay_ms / 1000)
-        driver.kill()
-        state = driver.checkpoint()  # read after the kill: nothing can commit any more
+        first, state, delay_ms = self._strike(self.params.min_batch,
+                                              lambda: self.params.fraction * typical_batch_ms(self.driver))
         return {"aimed": False, "phase": _phase(first.pending, state.pending), "in_window": state.pending is not None,
                 "delay_ms": round(delay_ms, 1), "pending_batch": state.pending, "latest_commit": state.latest_commit}
-
-    def _heal(self) -> dict[str, Any]:
-        self.driver.restart()
-        return {"attempt": self.driver.attempt}
 
 
 class OutputKillParams(FaultParams):
@@ -138,7 +137,7 @@ class OutputKillParams(FaultParams):
 
 
 @fault_kind("driver_kill_on_output", targets=("driver",), params=OutputKillParams)
-class DriverKillOnOutputFault(Fault):
+class DriverKillOnOutputFault(_DriverKill):
     """SIGKILL the driver the moment the output shows new records while Spark has not committed the batch.
 
     This is the moment after a sink made (part of) batch N visible and before Spark wrote ``commits/N``: the replay
@@ -151,7 +150,6 @@ class DriverKillOnOutputFault(Fault):
     """
 
     needs = ("driver", "observer")
-    window_timeout_s = 120.0
 
     def _inject(self) -> dict[str, Any]:
         driver, observer = self.driver, self.observer
@@ -180,10 +178,6 @@ class DriverKillOnOutputFault(Fault):
         return {"aim": "committing", "reached": False, "in_window": False, "output_grew": False,
                 "pending_batch": state.pending, "latest_commit": state.latest_commit, "batches_watched": tried,
                 "late_kills": late}
-
-    def _heal(self) -> dict[str, Any]:
-        self.driver.restart()
-        return {"attempt": self.driver.attempt}
 
 
 class RescaleParams(FaultParams):
