@@ -130,7 +130,8 @@ class DriverProcess(ProcessBacked):
             return {"running": False, "exit_code": self.exit_code()}
         assert self._process is not None
         began = time.monotonic()
-        exited = self._process.terminate(timeout)
+        # the Python driver alone: it stops the query between batches; a SIGTERM to its JVM would kill the query
+        exited = self._process.terminate(timeout, group=False)
         seconds = time.monotonic() - began
         token, leftovers = self._driver_token, []
         if exited and token:

@@ -153,15 +153,19 @@ class ManagedProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def terminate(self, timeout: float) -> bool:
-        """Send the stop signal to the group and wait up to ``timeout`` s for the leader to exit; whether it did.
+    def terminate(self, timeout: float, group: bool = True) -> bool:
+        """Send the stop signal to the group (or, ``group`` false, to the leader alone, which then stops its own
+        children) and wait up to ``timeout`` s for the leader to exit; whether it did.
 
         Nothing is forced: :meth:`stop` (or :meth:`kill`) afterwards removes whatever is left.
         """
         if self._popen is None or self._popen.poll() is not None:
             return self._popen is not None
         self._signal_group(signal.SIGCONT)
-        self._signal_group(self.stop_signal)
+        if group:
+            self._signal_group(self.stop_signal)
+        else:
+            self._popen.send_signal(self.stop_signal)
         try:
             self._popen.wait(timeout)
         except subprocess.TimeoutExpired:
