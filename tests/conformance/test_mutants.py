@@ -34,7 +34,8 @@ def test_the_mutants_cover_sources_and_sinks_with_distinct_bugs():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("mutant", MUTANTS, ids=_name)
+@pytest.mark.parametrize("mutant", [pytest.param(m, marks=pytest.mark.slow) if m.slow else m for m in MUTANTS],
+                         ids=_name)
 def test_each_mutant_fails_exactly_the_requirements_its_bug_breaks(mutant, stack, tmp_path):
     result = certify(prepare([mutant.reference], mutant.requirements, seed=mutant.seed, quick=True), tmp_path,
                      environment=stack)
