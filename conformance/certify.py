@@ -179,7 +179,7 @@ def _probe(run_result: RunResult, env: Any):
         return None
     endpoints = env.endpoints
     return probe_leftovers(run_result.output["kind"], run_result.output["name"], endpoints.bootstrap_servers,
-                           endpoints.postgres_dsn)
+                           endpoints.postgres_dsn, since=run_result.started_at)
 
 
 def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Verdict]:

@@ -16,11 +16,13 @@ from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 __all__ = ["probe_leftovers"]
 
 
-def probe_leftovers(output_kind: str, output: str, bootstrap: str | None, postgres_dsn: str | None) -> CheckResult:
-    """The ``leftovers`` check of one run's output (``output`` is the topic, table or folder)."""
+def probe_leftovers(output_kind: str, output: str, bootstrap: str | None, postgres_dsn: str | None,
+                    since: float | None = None) -> CheckResult:
+    """The ``leftovers`` check of one run's output (``output`` is the topic, table or folder); ``since`` (epoch
+    seconds, the run's start) leaves out what was there before the run (another run's, on a shared server)."""
     try:
         if output_kind == "postgres":
-            return _postgres(postgres_dsn)
+            return _postgres(postgres_dsn, since)
         if output_kind == "kafka":
             return _kafka(bootstrap, output)
         if output_kind == "files":
@@ -31,12 +33,13 @@ def probe_leftovers(output_kind: str, output: str, bootstrap: str | None, postgr
     return CheckResult("leftovers", UNKNOWN, {}, [], f"no probe for output kind {output_kind!r}")
 
 
-def _postgres(dsn: str | None) -> CheckResult:
+def _postgres(dsn: str | None, since: float | None) -> CheckResult:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as connection:
-        rows = connection.execute("select gid, prepared::text, owner from pg_prepared_xacts "
-                                  "where database = current_database() order by prepared").fetchall()
+        rows = connection.execute("select gid, prepared::text, owner from pg_prepared_xacts where database = "
+                                  "current_database() and prepared >= to_timestamp(%s) order by prepared",
+                                  (since or 0.0,)).fetchall()
     found = [{"gid": gid, "prepared": prepared, "owner": owner} for gid, prepared, owner in rows]
     return CheckResult("leftovers", not found, {"prepared_transactions": len(found)}, found[:10],
                        f"{len(found)} prepared transaction(s) left behind" if found else None)

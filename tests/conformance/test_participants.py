@@ -4,6 +4,7 @@ and the observers' visible marks, which change the moment a commit becomes visib
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import psycopg
@@ -20,13 +21,15 @@ pytestmark = pytest.mark.integration
 def test_a_prepared_transaction_left_in_postgres_is_found_and_its_gid_named(stack):
     dsn = stack.endpoints.postgres_dsn
     gid = f"left-{uuid.uuid4().hex[:8]}"
-    assert probe_leftovers("postgres", "any", None, dsn).valid is True
+    began = time.time()
+    assert probe_leftovers("postgres", "any", None, dsn, since=began).valid is True
     with psycopg.connect(dsn) as conn:
         conn.execute("select 1")
         conn.execute(f"prepare transaction '{gid}'")
     try:
-        found = probe_leftovers("postgres", "any", None, dsn)
+        found = probe_leftovers("postgres", "any", None, dsn, since=began)
         assert found.valid is False and gid in [row["gid"] for row in found.violations]
+        assert probe_leftovers("postgres", "any", None, dsn, since=time.time() + 60).valid is True  # not this run's
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"rollback prepared '{gid}'")
