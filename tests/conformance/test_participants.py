@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 from streamcert.conformance.participants import probe_leftovers
 from streamcert.harness.run.observers import OutputTarget, observer_for
 from streamcert.harness.stack.kafka_clients import client_conf, create_topic
+from streamcert.harness.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -44,6 +45,7 @@ def test_an_open_kafka_transaction_on_the_output_is_found_and_the_marks_see_only
         producer.begin_transaction()
         producer.produce(topic, b"committed")
         producer.commit_transaction(30)
+        wait_for(lambda: observer.visible_mark() >= 2, what="the first record and its commit marker", timeout=30)
         committed_mark = observer.visible_mark()
         producer.begin_transaction()
         producer.produce(topic, b"open")
@@ -52,7 +54,8 @@ def test_an_open_kafka_transaction_on_the_output_is_found_and_the_marks_see_only
         found = probe_leftovers("kafka", topic, bootstrap, None)
         assert found.valid is False and found.counts["open_transactions"] == 1
         producer.commit_transaction(30)
-        assert observer.visible_mark() > committed_mark
+        # the broker writes the commit markers just after the commit returns: the mark moves then
+        wait_for(lambda: observer.visible_mark() > committed_mark, what="the committed record", timeout=30)
     assert probe_leftovers("kafka", topic, bootstrap, None).valid is True
 
 
