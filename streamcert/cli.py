@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -137,7 +138,7 @@ def _certify(args: argparse.Namespace) -> int:
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
                             strict=not args.no_strict)
     out = Path(args.out)
-    command = "streamcert " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("streamcert") else ""
+    command = shlex.join(["streamcert", *args.argv])
     print(f"streamcert certify: {len(certification.connectors)} connector(s), {len(certification.runs)} scenario "
           f"run(s), seed {args.seed}{' (quick)' if args.quick else ''}; results in {out / 'results.json'}",
           file=sys.stderr, flush=True)
@@ -292,7 +293,9 @@ def _raise_interrupt(_signum, _frame) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command as given, for results that say how they were made
     if args.debug:
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("streamcert.librdkafka").propagate = True

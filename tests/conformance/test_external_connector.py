@@ -43,6 +43,7 @@ def test_an_external_package_is_found_by_its_entry_point_and_certified(tmp_path)
     verdicts = {v["requirement"]: v for v in results["verdicts"]}
     assert done.returncode == 0, (done.stderr[-3000:], {k: v["reason"] for k, v in verdicts.items()})
     assert results["complete"] is True and results["connectors"] == ["acme-idempotent-pg"]
+    assert results["command"].startswith("streamcert certify --connector acme-idempotent-pg --requirements")
     assert verdicts["SNK-1"]["verdict"] == verdicts["SNK-4"]["verdict"] == "pass"
     assert verdicts["SNK-6"]["verdict"] == "skip" and "no task attempt to fence" in verdicts["SNK-6"]["reason"]
     replay = verdicts["SNK-4"]["evidence"]["replay"]
