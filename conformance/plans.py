@@ -114,7 +114,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
     rng = _rng(seed, connector, "driver-kills")
     runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 1500),
         schedule=_chain(_kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False,
                                every_point=not quick)),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
@@ -155,7 +155,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
     rng = _rng(seed, connector, "driver-kills")
     runs.append(PlannedRun(ref, "driver-kills", ("SNK-1", "SNK-3", "SNK-4", "SNK-5"), Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, 3000),
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 1500),
         schedule=_chain(_kills(rng, 1 if quick else 2, dict(connector.kill_points), sink_output_aware=True,
                                every_point=not quick)),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))

@@ -70,11 +70,18 @@ class DriverKillFault(_DriverKill):
 
 
 def typical_batch_ms(driver: Any) -> float:
-    """The median ``triggerExecution`` of the batches the driver reported that read rows (all attempts), in ms."""
-    durations = [event["durationMs"].get("triggerExecution") for event in driver.events()
-                 if event.get("event") == "progress" and event.get("numInputRows", 0) > 0
-                 and isinstance(event.get("durationMs"), dict)]
-    durations = [float(d) for d in durations if d]
+    """The median ``triggerExecution`` of the batches the driver reported that read rows, in ms, leaving out each
+    attempt's first batch (a new driver's first batch pays for starting up and is many times longer)."""
+    durations, seen_attempts = [], set()
+    for event in driver.events():
+        if event.get("event") != "progress" or not event.get("numInputRows", 0) > 0:
+            continue
+        if event.get("attempt") not in seen_attempts:
+            seen_attempts.add(event.get("attempt"))
+            continue
+        took = (event.get("durationMs") or {}).get("triggerExecution")
+        if took:
+            durations.append(float(took))
     return statistics.median(durations) if durations else _DEFAULT_BATCH_MS
 
 

@@ -112,9 +112,11 @@ class _Output:
 
 
 def test_a_random_kill_strikes_a_fraction_of_a_typical_batch_into_the_window_and_is_never_a_miss(tmp_path):
+    """Typical: the median of the batches after each attempt's first (a new driver's first batch is slow)."""
     driver, history = _Driver(pending=2), History()
-    driver.events = lambda attempt=None: [{"event": "started", "attempt": 1}] + [
-        {"event": "progress", "numInputRows": 5, "durationMs": {"triggerExecution": 400}}] * 3
+    first = {"event": "progress", "attempt": 1, "numInputRows": 5, "durationMs": {"triggerExecution": 9000}}
+    driver.events = lambda attempt=None: [{"event": "started", "attempt": 1}, first] + [
+        {"event": "progress", "attempt": 1, "numInputRows": 5, "durationMs": {"triggerExecution": 400}}] * 3
     fault = build_fault(FaultSpec("driver_kill_random", "driver", 0, 0, {"fraction": 0.25}),
                         _context(driver, tmp_path, history))
     fault.start()
