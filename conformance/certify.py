@@ -186,13 +186,14 @@ def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Ver
     verdicts = []
     for reference, connector in certification.connectors.items():
         runs = [run for run in judged if run.planned.connector == reference]
+        full = {req for run in plan(reference, connector, certification.seed) for req in run.judges}
         for req in certification.requirements_of(connector):
             if req.id not in connector.claims:
                 verdicts.append(skipped(connector, req))
                 continue
             mine = [run for run in runs if req.id in run.planned.judges]
             planned = sum(1 for run in certification.runs if run.connector == reference and req.id in run.judges)
-            verdict = judge(connector, req, mine, planned)
+            verdict = judge(connector, req, mine, planned, in_full_plan=req.id in full)
             verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick)
             verdicts.append(verdict)
     return verdicts

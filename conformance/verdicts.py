@@ -112,12 +112,15 @@ def _run_evidence(run: JudgedRun, checks: list[CheckResult]) -> dict[str, Any]:
             "checks": [{**check.to_dict(), "violations": check.to_dict()["violations"][:_FIRST]} for check in checks]}
 
 
-def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], planned: int | None = None) -> Verdict:
+def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], planned: int | None = None,
+          in_full_plan: bool = False) -> Verdict:
     """The verdict of a claimed ``requirement`` from the ``runs`` that judge it (all of them must pass); ``planned``
-    is how many runs were meant to judge it (when fewer ran, the certification stopped early)."""
+    is how many runs were meant to judge it (when fewer ran, the certification stopped early); ``in_full_plan``
+    says the full certification has a run for it (this one was ``--quick``)."""
     name = connector.name
     if not runs:
         reason = ("its runs did not happen: the certification stopped before them" if planned else
+                  "not run by --quick: the full certification (without --quick) judges it" if in_full_plan else
                   "no scenario of this version of streamcert exercises it yet")
         return Verdict(connector=name, requirement=requirement.id, verdict="unknown", reason=reason)
     failed, unknown, evidence = [], [], []
