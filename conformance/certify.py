@@ -99,6 +99,7 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     ``provider`` and stopped at the end.
     """
     out = Path(out)
+    _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     result = CertificationResult(
         seed=certification.seed, quick=certification.quick, strict=certification.strict, provider=provider,
@@ -127,6 +128,20 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(out / "results.json")
     return result
+
+
+def _check_out(out: Path) -> None:
+    """``out`` is a new folder or an earlier certification's (whose ``runs/`` is replaced): never someone else's."""
+    if not (out / "runs").exists():
+        return
+    try:
+        earlier = CertificationResult.load(out / "results.json")
+    except Exception:  # noqa: BLE001 - whatever it is, it is not a certification's
+        earlier = None
+    if earlier is None or earlier.kind != "certification":
+        raise ConfigurationError(f"The output folder {out} holds a runs/ folder that no certification wrote (no "
+                                 "certification results.json beside it).",
+                                 hint="Give --out an empty folder, or the folder of an earlier certification.")
 
 
 def _run_all(certification: Certification, env: Any, out: Path, judged: list[JudgedRun],

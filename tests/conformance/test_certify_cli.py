@@ -53,3 +53,10 @@ def test_the_reference_connectors_are_the_default_and_each_gets_runs():
 def test_two_connectors_with_one_name_are_refused():
     with pytest.raises(ConfigurationError, match="share a name"):
         prepare(["streamcert-kafka", "tests.conformance.declarations:SameNameSource"])
+
+
+def test_an_output_folder_with_someone_elses_runs_is_refused_before_anything_starts(tmp_path):
+    (tmp_path / "runs" / "mine").mkdir(parents=True)
+    result = _certify("--connector", "streamcert-kafka", "--out", str(tmp_path))
+    assert result.returncode == 2 and "holds a runs/ folder that no certification wrote" in result.stderr
+    assert (tmp_path / "runs" / "mine").is_dir()
