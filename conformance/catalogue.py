@@ -44,7 +44,7 @@ EVIDENCE_CHECKS = {
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
-_DRIVER_KILLS = ("driver_kill", "driver_kill_at")
+_DRIVER_KILLS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
 _NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
 
 
@@ -143,7 +143,8 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Read the output continuously (read_committed / committed rows / committed files) during a run with "
          "driver kills and failed tasks.",
          "Nothing seen that is later rolled back: no unexpected or duplicated record at any time.",
-         faults=_DRIVER_KILLS + ("task_fail_at",), checks=("unexpected", "duplicate", "aborted_read")),
+         faults=_DRIVER_KILLS + ("task_fail_at", "task_exception", "python_worker_kill"),
+         checks=("unexpected", "duplicate", "aborted_read")),
     _req("SNK-6", "Zombie task attempts are fenced.",
          "Let a task attempt hang past its replacement's commit, then let it try to write.",
          "The zombie's write is refused and never visible.", faults=("task_exception", "executor_kill"),
