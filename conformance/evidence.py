@@ -35,9 +35,11 @@ class RunEvidence:
     def __init__(self, history: list[dict[str, Any]], driver_events: list[dict[str, Any]],
                  options: Mapping[str, Any], kill_points: Mapping[str, str], leftover_probe: CheckResult | None = None,
                  output: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None,
-                 option_cases: list[dict[str, Any]] | None = None):
+                 option_cases: list[dict[str, Any]] | None = None,
+                 acknowledged: Callable[[], set[int]] | set[int] | None = None):
         #: GEN-2's probe outcomes (:func:`streamcert.conformance.options_probe.probe_options`), when it ran
         self.option_cases = option_cases
+        self._acknowledged = acknowledged
         self.history = history
         self.driver_events = driver_events
         self.options = dict(options)
@@ -50,13 +52,28 @@ class RunEvidence:
                leftover_probe: CheckResult | None = None) -> "RunEvidence":
         """From a :class:`~streamcert.harness.results.RunResult` and its work folder (the output it was judged on is
         read when a check needs it)."""
-        output_file = Path(workdir) / result.evidence["output"] if result.evidence.get("output") else None
+        files = {name: Path(workdir) / file for name, file in result.evidence.items()}
 
         def output() -> pd.DataFrame | None:
-            return pd.read_parquet(output_file) if output_file is not None and output_file.exists() else None
+            return pd.read_parquet(files["output"]) if "output" in files and files["output"].exists() else None
+
+        def acknowledged() -> set[int]:
+            if "ledger" not in files or not files["ledger"].exists():
+                return set()
+            ledger = pd.read_parquet(files["ledger"], columns=["id", "status"])
+            return set(ledger.loc[ledger["status"] == "acked", "id"].tolist())
 
         return cls(result.history, read_driver_events(Path(workdir) / "driver" / "driver-events.jsonl"),
-                   result.scenario.get("options", {}), kill_points, leftover_probe, output)
+                   result.scenario.get("options", {}), kill_points, leftover_probe, output,
+                   acknowledged=acknowledged)
+
+    def everything_delivered(self) -> bool:
+        """Whether every acknowledged record reached the output (False when the run kept no ledger)."""
+        if callable(self._acknowledged):
+            self._acknowledged = self._acknowledged()
+        acknowledged = self._acknowledged or set()
+        output = self.output
+        return bool(acknowledged) and output is not None and acknowledged <= set(output["id"].tolist())
 
     @property
     def output(self) -> pd.DataFrame | None:
@@ -147,13 +164,15 @@ def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResul
 
 def progress(evidence: RunEvidence) -> CheckResult:
     """Batches report their input rows and durations, batches with input happened, and after each fault healed
-    the query reported progress again (it did not stall)."""
+    the query reported progress again (it did not stall) — unless it had nothing left to read: every acknowledged
+    record was delivered (Spark reports no batch when there is no new data)."""
     events = evidence.progress_events()
     malformed = [{"batchId": e.get("batchId"), "attempt": e.get("attempt")} for e in events
                  if not isinstance(e.get("numInputRows"), int) or not isinstance(e.get("durationMs"), dict)]
     with_input = sum(1 for e in events if (e.get("numInputRows") or 0) > 0)
     stalls = []
-    for stop in (event for event in evidence.history if event["kind"] == "fault-stop"):
+    stops = [event for event in evidence.history if event["kind"] == "fault-stop"]
+    for stop in stops if stops and not evidence.everything_delivered() else ():
         if not any(e.get("time", 0) > stop["time"] for e in events):
             stalls.append({"fault": stop.get("fault"), "stopped_at": stop["time"],
                            "detail": "no progress reported after the fault healed"})

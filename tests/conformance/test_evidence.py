@@ -76,6 +76,11 @@ def test_progress_is_valid_when_batches_report_rows_and_the_query_went_on_after_
     assert progress(good).valid is True
     stalled = _evidence(history, [_progress(0, 10, 1.0)])
     assert progress(stalled).valid is False and progress(stalled).counts["stalls"] == 1
+    import pandas as pd
+
+    done_before = RunEvidence(history, [_progress(0, 10, 1.0)], {}, {}, output=pd.DataFrame({"id": [1, 2]}),
+                              acknowledged={1, 2})
+    assert progress(done_before).valid is True  # nothing left to read after the fault: no batch is not a stall
     assert progress(_evidence([], [])).valid is False
     malformed = _evidence([], [{"event": "progress", "batchId": 0, "time": 1.0}, _progress(1, 5)])
     assert progress(malformed).valid is False
