@@ -19,7 +19,8 @@ import pandas as pd
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 
 __all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "kills_struck", "faults_happened", "progress", "admission",
-           "clean_stop", "assignment", "end_offsets", "option_errors", "leftovers", "not_judged", "evidence_check", "read_driver_events"]
+           "clean_stop", "assignment", "end_offsets", "option_errors", "leftovers", "not_judged", "evidence_check",
+           "read_driver_events"]
 
 #: The fault kinds that kill the driver.
 KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
@@ -136,7 +137,7 @@ def kills_struck(evidence: RunEvidence, aim: str) -> CheckResult:
     elsewhere = [{"fault": event.get("fault"), "point": (event.get("params") or {}).get("point"),
                   "phase": event.get("phase"), "pending_batch": event.get("pending_batch"),
                   "latest_commit": event.get("latest_commit")}
-                 for event, moment in zip(kills, moments) if moment != aim]
+                 for event, moment in zip(kills, moments, strict=True) if moment != aim]
     elsewhere += [{"fault": event.get("fault"), "error": event.get("error")} for event in errors]
     counts = {"kills": len(kills), "struck": struck, "elsewhere": len(elsewhere) - len(errors),
               "errors": len(errors)}

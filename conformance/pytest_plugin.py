@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "pytest_collection_modifyitems", "streamcert_certification",
-           "verdict_of", "apply_verdict", "REQUIREMENT_ATTRIBUTE"]
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "pytest_collection_modifyitems",
+           "streamcert_certification", "verdict_of", "apply_verdict", "REQUIREMENT_ATTRIBUTE"]
 
 #: The attribute a requirement's test function carries: the requirement's ID.
 REQUIREMENT_ATTRIBUTE = "streamcert_requirement"

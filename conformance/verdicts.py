@@ -132,7 +132,7 @@ def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], plann
         checks = _checks_of(requirement, run)
         evidence.append(_run_evidence(run, checks))
         failed += [f"{run.planned.name}: {_summary(c)}" for c in checks if c.valid is False]
-        unknown += [f"{run.planned.name}: {_summary(c)}" for c in checks if c.valid is not True and c.valid is not False]
+        unknown += [f"{run.planned.name}: {_summary(c)}" for c in checks if c.valid not in (True, False)]
     record = {"runs": evidence}
     if failed:
         return Verdict(connector=name, requirement=requirement.id, verdict="fail", reason="; ".join(failed),

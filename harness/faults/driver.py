@@ -166,7 +166,8 @@ class DriverKillOnOutputFault(_DriverKill):
             batch, mark = driver.checkpoint().pending, observer.visible_mark()
             if batch is None:
                 break
-            within(lambda: observer.visible_mark() != mark or driver.checkpoint().pending != batch,
+            within(lambda mark=mark, batch=batch: observer.visible_mark() != mark
+                   or driver.checkpoint().pending != batch,
                    what=f"output of batch {batch}", timeout=self.window_timeout_s, interval=0.002)
             if driver.checkpoint().pending == batch and observer.visible_mark() != mark:
                 driver.kill()
