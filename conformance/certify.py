@@ -49,6 +49,8 @@ class Certification:
     quick: bool
     strict: bool
     runs: list[PlannedRun] = field(default_factory=list)
+    #: reference -> requirements the full plan judges (what --quick leaves out is said so in its verdict)
+    full_plan: dict[str, set[str]] = field(default_factory=dict)
 
     def requirements_of(self, connector: Connector) -> list[Requirement]:
         return [req for req in CATALOGUE if req.id in ids_for(connector.kind)
@@ -80,6 +82,7 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
     certification = Certification(connectors, wanted, seed, quick, strict)
     for reference, connector in connectors.items():
         certification.runs += plan(reference, connector, seed, quick, wanted)
+        certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
     return certification
 
 
@@ -201,7 +204,7 @@ def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Ver
     verdicts = []
     for reference, connector in certification.connectors.items():
         runs = [run for run in judged if run.planned.connector == reference]
-        full = {req for run in plan(reference, connector, certification.seed) for req in run.judges}
+        full = certification.full_plan.get(reference, set())
         for req in certification.requirements_of(connector):
             if req.id not in connector.claims:
                 verdicts.append(skipped(connector, req))
