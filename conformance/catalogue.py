@@ -146,9 +146,11 @@ CATALOGUE: tuple[Requirement, ...] = (
          faults=_DRIVER_KILLS + ("task_fail_at", "task_exception", "python_worker_kill"),
          checks=("unexpected", "duplicate", "aborted_read")),
     _req("SNK-6", "Zombie task attempts are fenced.",
-         "Let a task attempt hang past its replacement's commit, then let it try to write.",
-         "The zombie's write is refused and never visible.", faults=("task_exception", "executor_kill"),
-         checks=("fencing", "duplicate", "unexpected")),
+         "Freeze an executor (local-cluster) while it runs a task, past its heartbeat timeout: Spark reruns the task "
+         "elsewhere and commits the batch; then thaw the frozen executor so its attempt goes on writing.",
+         "The zombie's write is refused or never visible: no lost, duplicated or unexpected record, and nothing "
+         "left in the participant after the run.", faults=("task_zombie",),
+         checks=("fencing", "lost", "duplicate", "unexpected", "leftovers")),
     _req("SNK-7", "The sink survives network toxics and participant (broker / database) restarts.",
          "Apply each toxic on the participant's link, then kill and restart the broker or the database.",
          _NO_LOSS_NO_DUPLICATE + "; progress after each fault.",

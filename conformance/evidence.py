@@ -344,6 +344,32 @@ def leftovers(evidence: RunEvidence) -> CheckResult:
     return evidence.leftover_probe
 
 
+def fencing(evidence: RunEvidence) -> CheckResult:
+    """A zombie task attempt happened: an executor froze while one of its Python workers ran a task, the batch
+    then pending committed without it (Spark replaced the attempt), and the frozen processes ran again afterwards.
+    Whether the zombie's writes stayed invisible is the output checks' and the leftover probe's to say; this
+    check says whether there was a zombie to fence. Unknown when none of the run's ``task_zombie`` faults made
+    one (no task was caught, Spark lost no task attempt with the executor, or did not commit without it in
+    time)."""
+    starts = [e for e in evidence.fault_starts() if e.get("fault") == "task_zombie"]
+    stops = [e for e in evidence.history if e["kind"] == "fault-stop" and e.get("fault") == "task_zombie"]
+    zombies, missed = 0, []
+    for start, stop in zip(starts, stops, strict=False):
+        made = bool(start.get("busy_workers")) and bool(stop.get("replaced")) and bool(stop.get("alive_at_thaw"))
+        zombies += made
+        if not made:
+            missed.append({"executor_ids": start.get("executor_ids"), "busy_workers": start.get("busy_workers"),
+                           "pending_batch": start.get("pending_batch"), "declared_lost": start.get("declared_lost"),
+                           "lost_tasks": stop.get("lost_tasks"), "replaced": stop.get("replaced"),
+                           "alive_at_thaw": stop.get("alive_at_thaw")})
+    counts = {"freezes": len(starts), "zombies": zombies, "missed": len(missed)}
+    if zombies:
+        return _result("fencing", True, counts, missed)
+    return _result("fencing", UNKNOWN, counts, missed,
+                   "no zombie task attempt happened (no executor was frozen while it ran a task and then replaced): "
+                   "the requirement was not exercised")
+
+
 def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
     def judge(_evidence: RunEvidence) -> CheckResult:
         return _result(name, UNKNOWN, {}, [], f"this version of streamcert cannot decide {name} yet")
@@ -353,7 +379,7 @@ def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
 _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
     "assignment": assignment, "end_offsets": end_offsets, "option_errors": option_errors,
-    **{name: not_judged(name) for name in ("fencing", "event_time_drift")},
+    "fencing": fencing, **{name: not_judged(name) for name in ("event_time_drift",)},
 }
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from streamcert.conformance.catalogue import ids_for
 from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.faults.zombie import ZOMBIE_SPARK_CONF
 from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.scenario import Scenario
 from streamcert.spi.connector import Connector
@@ -90,6 +91,12 @@ def _kills(rng: random.Random, count: int, kill_points: dict[str, str], sink_out
     return entries
 
 
+def _kill_records(batch: int, kills: list) -> int:
+    """Enough input for every kill to strike a batch (each restart runs about one before the next kill) and a few
+    batches after the last one; more only makes the run longer."""
+    return batch * (len(kills) + 6)
+
+
 def _toxics(rng: random.Random, link: str, count: int) -> list:
     chosen = rng.sample(_NETWORK, count)
     from streamcert.harness.faults.registry import kind
@@ -112,12 +119,12 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
         options={"max_records_per_batch": 300}, workload=_workload(rng, 2000), load_before_start=True,
         records_after_start=300, quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
+    kills = _kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False,
+                   every_point=not quick)
     runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, 1500),
-        schedule=_chain(_kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False,
-                               every_point=not quick)),
-        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+        options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
+        schedule=_chain(kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
     rng = _rng(seed, connector, "rescale")
@@ -153,12 +160,11 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
+    kills = _kills(rng, 1 if quick else 2, dict(connector.kill_points), sink_output_aware=True, every_point=not quick)
     runs.append(PlannedRun(ref, "driver-kills", ("SNK-1", "SNK-3", "SNK-4", "SNK-5"), Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, 1500),
-        schedule=_chain(_kills(rng, 1 if quick else 2, dict(connector.kill_points), sink_output_aware=True,
-                               every_point=not quick)),
-        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+        options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
+        schedule=_chain(kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = [("python_worker_kill", "executor", {}, 0.0) for _ in range(1 if quick else 2)]
     fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points]
@@ -166,6 +172,13 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
         name=f"{connector.name}-tasks", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 100}, workload=_workload(rng, 2000),
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "zombies")
+    runs.append(PlannedRun(ref, "zombies", ("SNK-6",), Scenario(
+        name=f"{connector.name}-zombies", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+        master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 3000),
+        schedule=_chain([("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)], gap_s=1.0),
+        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
     link = _sink_link(connector)
@@ -197,7 +210,8 @@ def _aggregator_scenario(ref: str, connector: Connector, name: str, rng: random.
     return Scenario(name=f"{connector.name}-{name}", source=SOURCE_PARTNER, aggregator=ref, sink=AGGREGATOR_SINK,
                     parallelism=2, master="local[2,2]", options=options, load_after_first_batch=True,
                     spark_conf={"spark.sql.shuffle.partitions": "4"},
-                    workload=_workload(rng, settings.pop("total", 1200), keys=30, transaction_records=40),
+                    workload=_workload(rng, settings.pop("total", 1200), keys=30, transaction_records=40,
+                                       rate=settings.pop("workload_rate", None)),
                     **settings)
 
 
@@ -211,16 +225,22 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> 
     rng = _rng(seed, connector, "driver-kills")
     points = {**load_connector(AGGREGATOR_SINK, "sink").kill_points, **connector.kill_points}
     points = {point: moment for point, moment in points.items() if moment == "committing"}
+    kills = _kills(rng, 1 if quick else 2, points, sink_output_aware=True, every_point=not quick)
     runs.append(PlannedRun(ref, "driver-kills", ("AGG-1", "AGG-4"), _aggregator_scenario(
-        ref, connector, "kills", rng, total=1500, options={"max_records_per_batch": 100},
-        schedule=_chain(_kills(rng, 1 if quick else 2, points, sink_output_aware=True, every_point=not quick)),
-        faults_after_output=1,
-        flush_slack_s=240.0)))
+        ref, connector, "kills", rng, total=_kill_records(100, kills), options={"max_records_per_batch": 100},
+        schedule=_chain(kills), faults_after_output=1, flush_slack_s=240.0)))
     if quick:
         return runs
+    rng = _rng(seed, connector, "rescale-under-load")
+    # records keep arriving across the rescale: a key whose group changed must not overtake its buffered records
+    runs.append(PlannedRun(ref, "rescale-under-load", ("AGG-5",), _aggregator_scenario(
+        ref, connector, "rescale-load", rng, total=1200, workload_rate=15.0, options={"max_wait_ms": 8_000},
+        trigger="1 second",
+        schedule=[FaultSpec("rescale", "driver", 0.0, 0.0, {"parallelism": 1, "state_partitions": 2})],
+        faults_after_output=1, flush_slack_s=240.0, quiet_timeout_s=240.0)))
     rng = _rng(seed, connector, "rescale")
     # groups still buffer records while the query is stopped; a stateful restart may show nothing for minutes
-    runs.append(PlannedRun(ref, "rescale", ("AGG-5", "AGG-6"), _aggregator_scenario(
+    runs.append(PlannedRun(ref, "rescale", ("AGG-6",), _aggregator_scenario(
         ref, connector, "rescale", rng, options={"max_wait_ms": 15_000}, trigger="2 seconds",
         schedule=[FaultSpec("rescale", "driver", 0.0, 0.0, {"parallelism": 1, "state_partitions": 2})],
         faults_after_output=1, flush_slack_s=240.0, quiet_timeout_s=240.0)))

@@ -33,7 +33,8 @@ VERDICTS = ("pass", "fail", "skip", "unknown")
 #: Violations kept per check in a verdict's evidence.
 _FIRST = 5
 _FAULT_FIELDS = ("kind", "elapsed_s", "fault", "target", "params", "phase", "in_window", "reached", "aim",
-                 "pending_batch", "latest_commit", "delay_ms", "error", "attempt")
+                 "pending_batch", "latest_commit", "delay_ms", "error", "attempt", "moment", "executor_ids",
+                 "busy_workers", "tries", "declared_lost", "lost_tasks", "replaced", "frozen_s", "zombie_ran_s")
 
 
 class Verdict(BaseModel):

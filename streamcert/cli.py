@@ -270,8 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cert = commands.add_parser("certify", help="certify connectors: run their scenarios, judge every requirement, "
                                "write results.json")
-    cert.add_argument("--connector", action="append", metavar="NAME|module:attr",
-                      help="a connector under test (repeatable; default: every reference connector)")
+    cert.add_argument("--connector", action="extend", nargs="+", metavar="NAME|module:attr",
+                      help="connector(s) under test (repeatable; default: every reference connector)")
     cert.add_argument("--requirements", action="append", metavar="IDS",
                       help="only these requirement IDs, comma-separated (repeatable), e.g. SNK-1,SNK-4")
     cert.add_argument("--quick", action="store_true", help="fewer scenarios and faults (a few minutes)")

@@ -6,8 +6,8 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-from streamcert.harness.stack.environment import Environment, EnvironmentConfig
-from streamcert.harness.stack.spark import SparkConfig
+from streamcert.harness.stack.environment import Environment, EnvironmentConfig  # noqa: E402
+from streamcert.harness.stack.spark import SparkConfig  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,8 @@
 Every module here holds one mutant: a subclass of a reference connector with a single mistake a real author could
 make, and its declaration (claims copied from the reference). :data:`MUTANTS` says, for each, which requirements
 the bug must fail and which requirements the same runs judge that it must still pass. ``tests/conformance/
-test_mutants.py`` certifies every mutant on those requirements: the quick ones in the default test run, all of
-them in ``tox -e mutants``; ``streamcert certify --connector streamcert.conformance.mutants.<module>:CONNECTOR``
+test_mutants.py`` certifies every mutant on those requirements, in the default test run (``tox -e mutants`` runs
+only them); ``streamcert certify --connector streamcert.conformance.mutants.<module>:CONNECTOR``
 runs one by hand. Never use these connectors for
 anything else.
 """
@@ -30,8 +30,8 @@ class Mutant:
     keeps: frozenset[str] = frozenset()
     #: the certification's seed for the test (the schedule it gives is in the test's evidence)
     seed: int = 1
-    #: its certification takes minutes (driver kills and restarts): run in ``tox -e mutants``, not the default run
-    slow: bool = False
+    #: certified on the quick plan; False for a bug only the full plan's runs (rescale, network) reach
+    quick: bool = True
 
     @property
     def requirements(self) -> list[str]:
@@ -48,24 +48,30 @@ MUTANTS: tuple[Mutant, ...] = (
            frozenset({"SRC-1"})),
     Mutant(_ref("source_even_split"), "splits the partitions evenly across tasks when it plans its first batch "
            "(restored offsets, seed 000's ListState mistake) instead of by the assignment rule",
-           frozenset({"SRC-3"}), frozenset({"SRC-2", "SRC-6", "GEN-1", "GEN-3"}), slow=True),
+           frozenset({"SRC-3"}), frozenset({"SRC-2", "SRC-6", "GEN-1", "GEN-3"})),
     Mutant(_ref("source_off_by_one"), "stops one record before the end of each range",
            frozenset({"SRC-6"}), frozenset({"GEN-1"})),
     Mutant(_ref("source_read_uncommitted"), "reads with isolation.level=read_uncommitted: aborted transactions' "
            "records reach the query",
            frozenset({"SRC-6"}), frozenset({"GEN-1", "GEN-3"})),
     Mutant(_ref("sink_commit_in_write"), "commits each task's rows in write() instead of preparing them: a retried "
-           "task or a replayed batch writes them again",
-           frozenset({"SNK-2"})),
+           "task, a zombie attempt or a replayed batch writes them again",
+           frozenset({"SNK-2", "SNK-6"})),
     Mutant(_ref("sink_decision_overwritten"), "records a replayed batch's decision with an upsert and prepares it "
            "again: the replay of a committed batch commits a second copy",
-           frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"}), slow=True),
+           frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"})),
     Mutant(_ref("sink_never_rolls_back"), "never rolls back the prepared transactions of a failed attempt",
            frozenset({"SNK-2"})),
     Mutant(_ref("kafka_ledger_outside_txn"), "writes the batch's decision record outside the copy's transaction "
            "(before it commits): a crash in between marks the batch done with its rows never copied",
-           frozenset({"SNK-1", "SNK-3"}), seed=2, slow=True),
+           frozenset({"SNK-1", "SNK-3"}), seed=2),
     Mutant(_ref("aggregator_waits_for_input"), "registers no timer: a group's time flush waits for that group's "
            "next input, so what it holds when the input stops is never emitted (seed 004, trap 2)",
-           frozenset({"AGG-3"}), frozenset({"AGG-1", "AGG-2"}), slow=True),
+           frozenset({"AGG-3"}), frozenset({"AGG-2"})),
+    Mutant(_ref("aggregator_emits_after_barrier"), "clears a flushed group's buffer in this micro-batch's state and "
+           "emits the batch in the next one, from scratch space (seed 004, method 3: emitting behind the barrier)",
+           frozenset({"AGG-4"})),
+    Mutant(_ref("aggregator_virtual_keys"), "groups records by hash(key) % state partitions (virtual keys, seed 004 "
+           "method 1) with nothing pinning the count to the checkpoint: a rescale moves keys to other buffers",
+           frozenset({"AGG-5"}), quick=False),
 )

@@ -1,8 +1,9 @@
 """MUTANT, BROKEN ON PURPOSE: a PostgreSQL sink that commits in ``write()``.
 
 The bug: each task inserts its rows and COMMITs them (instead of PREPARE TRANSACTION) before the driver decides
-anything. A task attempt that fails after writing, and every batch Spark replays, write the rows again. SNK-2 (a
-failed attempt's writes are never visible) and SNK-5 (readers never see uncommitted data) must catch it.
+anything. A task attempt that fails after writing, a zombie attempt whose executor Spark gave up on, and every
+batch Spark replays, write the rows again. SNK-2 (a failed attempt's writes are never visible) and SNK-6 (zombie
+attempts are fenced) must catch it.
 """
 
 from __future__ import annotations

@@ -32,6 +32,14 @@ __all__ = [
     "PythonWorkerKill",
     "TaskException",
     "ExecutorKill",
+    "busy_workers",
+    "busy_workers_by_executor",
+    "ancestors",
+    "is_idle",
+    "has_ended",
+    "sigkill",
+    "strike_wait",
+    "executor_order",
 ]
 
 #: The fault point :func:`failure_point` reaches in every task, and :class:`TaskException` arms.
@@ -74,7 +82,7 @@ def _parent(pid: int) -> int | None:
         return None
 
 
-def _ancestors(pid: int, generations: int) -> list[int]:
+def ancestors(pid: int, generations: int) -> list[int]:
     """Parent, grandparent, ...: a worker's daemon, then its executor JVM."""
     try:
         return [parent.pid for parent in psutil.Process(pid).parents()[:generations]]
@@ -156,7 +164,7 @@ def _syscall(pid: int) -> list[str]:
         return []
 
 
-def _is_idle(pid: int) -> bool:
+def is_idle(pid: int) -> bool:
     """True when the worker waits for its next task: blocked reading its JVM socket.
 
     Spark reuses workers; killing an idle one costs Spark nothing (it drops it and forks another), so it would be
@@ -169,29 +177,40 @@ def _is_idle(pid: int) -> bool:
     return fd is not None and int(fields[1], 16) == fd
 
 
-def _busy_workers(driver: Any) -> list[int]:
-    return [pid for pid in python_task_workers(driver) if not _is_idle(pid)]
+def busy_workers(driver: Any) -> list[int]:
+    return [pid for pid in python_task_workers(driver) if not is_idle(pid)]
 
 
-def _gone(process: psutil.Process) -> bool:
+def busy_workers_by_executor(driver: Any) -> dict[str, list[int]]:
+    """Executor id -> its Python workers running a task (``local-cluster``; empty in local mode)."""
+    executors = executor_jvms(driver)
+    found: dict[str, list[int]] = {}
+    for pid in busy_workers(driver):
+        host = next((eid for eid, jvm in executors.items() if jvm in ancestors(pid, 2)), None)
+        if host is not None:
+            found.setdefault(host, []).append(pid)
+    return found
+
+
+def has_ended(process: psutil.Process) -> bool:
     try:
         return process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
     except psutil.NoSuchProcess:
         return True
 
 
-def _sigkill(pid: int, timeout: float = 10.0) -> bool:
+def sigkill(pid: int, timeout: float = 10.0) -> bool:
     """SIGKILL ``pid`` and wait until it is gone (or a zombie); True when it was alive to be killed."""
     try:
         process = psutil.Process(pid)
         process.kill()
     except psutil.NoSuchProcess:
         return False
-    within(lambda: _gone(process), what=f"process {pid} to exit", timeout=timeout, interval=0.02)
+    within(lambda: has_ended(process), what=f"process {pid} to exit", timeout=timeout, interval=0.02)
     return True
 
 
-def _strike_wait(driver: Any, probe: Any, what: str, hint: str, timeout: float) -> Any:
+def strike_wait(driver: Any, probe: Any, what: str, hint: str, timeout: float) -> Any:
     """Wait for a victim; StartupFailed (the fault was not injected) if the driver exits or time runs out."""
     return wait_for(probe, what=what, timeout=timeout, hint=f"The fault was not injected. {hint}".strip(),
                     abort=lambda: None if driver.is_running() else f"the driver exited (code {driver.exit_code()})",
@@ -212,13 +231,13 @@ class PythonWorkerKill(Fault):
 
     def _inject(self) -> dict[str, Any]:
         driver = self.driver
-        busy = _strike_wait(driver, lambda: _busy_workers(driver), "Python worker running a task",
+        busy = strike_wait(driver, lambda: busy_workers(driver), "Python worker running a task",
                             "The query may run no Python code in its tasks, or be idle between batches; strike "
                             "while a batch runs (a slower source, e.g. CountingSource's readDelayMs, widens the "
                             "window).", self.wait_s)
         victim = busy[0]
         daemon = _parent(victim)
-        killed = _sigkill(victim)
+        killed = sigkill(victim)
         return {"pid": victim, "daemon_pid": daemon, "killed": killed, "busy_workers": busy}
 
     def _heal(self) -> dict[str, Any]:
@@ -239,33 +258,31 @@ class ExecutorKill(Fault):
     prefer_busy_s = 10.0
 
     def _running_python_task(self) -> list[str]:
-        executors = executor_jvms(self.driver)
-        hosts = {ancestor for pid in _busy_workers(self.driver) for ancestor in _ancestors(pid, 2)}
-        return sorted((eid for eid, pid in executors.items() if pid in hosts), key=_executor_order)
+        return sorted(busy_workers_by_executor(self.driver), key=executor_order)
 
     def _inject(self) -> dict[str, Any]:
         driver = self.driver
-        _strike_wait(driver, lambda: executor_jvms(driver), "executor JVM",
+        strike_wait(driver, lambda: executor_jvms(driver), "executor JVM",
                      "Executor JVMs exist with master local-cluster[W,C,MB] (e.g. local-cluster[2,1,1024]) "
                      "or a real cluster; local[N] runs tasks inside the driver.", self.wait_s)
         # JVM-only tasks, or between batches: then any executor will do
         running = within(self._running_python_task, what="an executor running a Python task",
                          timeout=self.prefer_busy_s) or []
         executors = executor_jvms(driver)
-        victim = next((eid for eid in running if eid in executors), min(executors, key=_executor_order))
+        victim = next((eid for eid in running if eid in executors), min(executors, key=executor_order))
         pid = executors[victim]
-        return {"executor_id": victim, "pid": pid, "killed": _sigkill(pid), "running_python_task": bool(running),
-                "executors_before": sorted(executors, key=_executor_order)}
+        return {"executor_id": victim, "pid": pid, "killed": sigkill(pid), "running_python_task": bool(running),
+                "executors_before": sorted(executors, key=executor_order)}
 
     def _heal(self) -> dict[str, Any]:
         try:
             executors = executor_jvms(self.driver)
         except ConfigurationError:  # the driver ended meanwhile; nothing left to look at
             executors = {}
-        return {"executors_now": sorted(executors, key=_executor_order)}
+        return {"executors_now": sorted(executors, key=executor_order)}
 
 
-def _executor_order(executor_id: str) -> tuple[int, str]:
+def executor_order(executor_id: str) -> tuple[int, str]:
     return (int(executor_id), "") if executor_id.isdigit() else (1 << 30, executor_id)
 
 

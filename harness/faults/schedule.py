@@ -221,7 +221,10 @@ def _expected(model: type[FaultParams], name: str) -> str:
     if annotation is str:
         pattern = _constraint(model, name, "pattern")
         return "a non-empty string" + (f" matching {pattern}" if pattern else "")
-    return f"a {getattr(annotation, '__name__', annotation)} >= {_constraint(model, name, 'ge')}"
+    signs = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+    bounds = [f"{sign} {_constraint(model, name, bound)}" for bound, sign in signs
+              if _constraint(model, name, bound) is not None]
+    return f"a {getattr(annotation, '__name__', annotation)}" + (f" {' and '.join(bounds)}" if bounds else "")
 
 
 def _signature(model: type[FaultParams]) -> str:

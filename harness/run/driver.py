@@ -109,7 +109,7 @@ class DriverProcess(ProcessBacked):
             f"driver {self.name} (attempt {self.attempt})",
             [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
              str(self.attempt)],
-            self.workdir / f"{self.name}-{self.attempt}.log", env=env, stop_timeout=60,
+            self.log_file, env=env, stop_timeout=60,
         )
         self._process.start()
 
@@ -168,6 +168,11 @@ class DriverProcess(ProcessBacked):
 
     def exit_code(self) -> int | None:
         return self._process.exit_code() if self._process else None
+
+    @property
+    def log_file(self) -> Path:
+        """The current attempt's log (the driver's stderr: Spark's log at error level, lost tasks at warn)."""
+        return self.workdir / f"{self.name}-{self.attempt}.log"
 
     def tail(self, lines: int = 30) -> str:
         return self._process.tail(lines) if self._process else ""

@@ -75,6 +75,9 @@ def _quiet_log4j2() -> Path:
         "logger.nativecode.level = error\n"
         "logger.utils.name = org.apache.spark.util.Utils\n"
         "logger.utils.level = error\n"
+        # Lost and failed task attempts: the evidence of task faults (a zombie's replaced attempt, say).
+        "logger.tasks.name = org.apache.spark.scheduler.TaskSetManager\n"
+        "logger.tasks.level = warn\n"
     )
     return path
 

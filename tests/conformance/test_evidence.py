@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from streamcert.conformance.evidence import (RunEvidence, admission, assignment, clean_stop, end_offsets,
-                                             evidence_check, faults_happened, kills_struck, leftovers, option_errors,
-                                             progress)
+                                             evidence_check, faults_happened, fencing, kills_struck, leftovers,
+                                             option_errors, progress)
 
 
 def _evidence(history=(), driver_events=(), options=None, kill_points=None, probe=None, output=None,
@@ -214,3 +214,21 @@ def test_an_option_accepted_or_refused_without_its_name_fails_gen_2():
 def test_options_never_probed_or_a_probe_that_did_not_finish_are_unknown():
     assert option_errors(_evidence()).valid == "unknown"
     assert option_errors(_evidence(option_cases=[_case("x", "1", None, "the probe did not finish")])).valid == "unknown"
+
+
+def _zombie(busy=(4242,), replaced=True, alive=(4242, 4243), lost_tasks=("0.0 in stage 3.0 (TID 7)",)):
+    return [_kill("task_zombie", executor_ids=["1"], busy_workers=list(busy), pending_batch=3, declared_lost=True,
+                  lost_tasks=list(lost_tasks)),
+            {"kind": "fault-stop", "time": 9.0, "fault": "task_zombie", "replaced": replaced,
+             "lost_tasks": list(lost_tasks), "alive_at_thaw": list(alive), "zombie_ran_s": 0.2}]
+
+
+def test_fencing_is_exercised_only_by_a_frozen_task_that_spark_replaced_and_that_ran_again():
+    made = fencing(_evidence(_zombie()))
+    assert made.valid is True and made.counts == {"freezes": 1, "zombies": 1, "missed": 0}
+    for broken in (_zombie(busy=()), _zombie(replaced=False), _zombie(alive=())):
+        found = fencing(_evidence(broken))
+        assert found.valid == "unknown" and found.counts["zombies"] == 0 and "not exercised" in found.error
+    assert fencing(_evidence([])).valid == "unknown"
+    one_of_two = fencing(_evidence(_zombie(replaced=False) + _zombie()))
+    assert one_of_two.valid is True and one_of_two.counts == {"freezes": 2, "zombies": 1, "missed": 1}

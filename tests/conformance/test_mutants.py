@@ -31,8 +31,8 @@ def test_a_mutant_is_marked_broken_names_its_bug_and_claims_what_it_breaks(mutan
 
 def test_the_mutants_cover_sources_and_sinks_with_distinct_bugs():
     kinds = {load_connector(m.reference).kind for m in MUTANTS}
-    assert {"source", "sink"} <= kinds
-    assert len({m.reference for m in MUTANTS}) == len(MUTANTS) >= 8
+    assert {"source", "sink", "aggregator"} <= kinds
+    assert len({m.reference for m in MUTANTS}) == len(MUTANTS) >= 10
 
 
 @pytest.fixture
@@ -49,10 +49,9 @@ def tidy_database(stack):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("mutant", [pytest.param(m, marks=pytest.mark.slow) if m.slow else m for m in MUTANTS],
-                         ids=_name)
+@pytest.mark.parametrize("mutant", MUTANTS, ids=_name)
 def test_each_mutant_fails_exactly_the_requirements_its_bug_breaks(mutant, tidy_database, tmp_path):
-    result = certify(prepare([mutant.reference], mutant.requirements, seed=mutant.seed, quick=True), tmp_path,
+    result = certify(prepare([mutant.reference], mutant.requirements, seed=mutant.seed, quick=mutant.quick), tmp_path,
                      environment=tidy_database)
     verdicts = {v.requirement: v for v in result.verdicts}
     seen = {req: (v.verdict, v.reason[:300]) for req, v in verdicts.items()}

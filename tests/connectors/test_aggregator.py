@@ -60,11 +60,13 @@ def _assert_contract(done: Run, max_wait_ms: int, slack_s: float) -> None:
     assert waits.min() >= max_wait_ms and waits.max() <= max_wait_ms + slack_s * 1000, list(waits)
 
 
+@pytest.mark.slow  # the certification's aggregator baseline and its mutants cover it too; tox -e long runs it
 def test_size_and_time_flushes_keep_key_order_and_emit_everything_once(stack, tmp_path):
     # the last records of every group are flushed by timers in batches that read no input
     _run(stack, tmp_path, max_wait_ms=2000)
 
 
+@pytest.mark.slow  # the mutants and the certification cover it too; tox -e long runs it
 def test_a_driver_killed_after_the_sink_committed_and_before_spark_did_replays_the_same_batches(stack, tmp_path):
     done = _run(stack, tmp_path, max_wait_ms=2000,
                 schedule=[FaultSpec("driver_kill_at", "driver", 0, 0, {"point": "kafka-2pc.after-commit"})])
@@ -73,6 +75,7 @@ def test_a_driver_killed_after_the_sink_committed_and_before_spark_did_replays_t
     assert start["pending_batch"] is not None  # output committed, Spark's commit not
 
 
+@pytest.mark.slow  # the certification's full plan covers it too (tox -e certify); tox -e long runs it
 def test_rescale_through_the_offline_state_repartition_keeps_buffered_records(stack, tmp_path):
     max_wait_ms = 15_000  # long enough that groups still buffer records while the query is stopped
     # the restart of a stateful query on a loaded machine may show nothing new for minutes: wait as long

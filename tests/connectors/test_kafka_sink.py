@@ -35,6 +35,7 @@ def test_happy_path_is_exactly_once_in_key_order(stack, tmp_path):
     assert done.ids == done.acked
 
 
+@pytest.mark.slow  # the certification's full plan covers it too (tox -e certify); tox -e long runs it
 def test_driver_killed_at_each_protocol_step_in_turn_recovers_exactly_once(stack, tmp_path):
     """One query, three crashes: after a task staged, with rows and decision record written but not committed,
     and after the commit (before Spark's commits/N: the replayed commit must write nothing)."""
@@ -57,6 +58,7 @@ def test_a_failed_task_attempt_after_staging_leaves_an_orphan_that_is_never_copi
     assert done.ids == done.acked
 
 
+@pytest.mark.slow  # the certification's full plan covers it too (tox -e certify); tox -e long runs it
 def test_rescale_while_a_batch_is_pending_and_a_broker_restart_stay_exactly_once(stack, tmp_path):
     """The driver dies with rows and decision record written but not committed; it stays down until the rescale
     restarts it with one reader task, which replays the pending batch; then the broker is killed."""

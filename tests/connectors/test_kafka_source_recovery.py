@@ -57,6 +57,7 @@ def _tasks_per_stage(events, application: int) -> list[int]:
     return apps[application]
 
 
+@pytest.mark.slow  # the mutants and the certification cover it too; tox -e long runs it
 def test_rescale_from_one_reader_task_to_three_loses_and_repeats_nothing(stack, tmp_path):
     ledger, driver = _setup(stack, tmp_path, partitions=4, total=3000, parallelism=1)
     history = History()
@@ -74,6 +75,7 @@ def test_rescale_from_one_reader_task_to_three_loses_and_repeats_nothing(stack, 
     assert history.events("fault-stop")[0]["parallelism"] == 3
 
 
+@pytest.mark.slow  # the mutants and the certification cover it too; tox -e long runs it
 def test_driver_kill_between_offsets_and_commit_then_other_batch_size_is_exactly_once(stack, tmp_path):
     ledger, driver = _setup(stack, tmp_path, partitions=3, total=2400, parallelism=2)
     history = History()

@@ -36,6 +36,7 @@ def test_happy_path_writes_each_record_once(stack, tmp_path):
     assert done.failed_checks() == []
 
 
+@pytest.mark.slow  # the certification's full plan covers it too (tox -e certify); tox -e long runs it
 def test_driver_killed_at_each_protocol_step_in_turn_recovers_exactly_once(stack, tmp_path):
     """One query, three crashes: after a task prepared, before the decision, after the decision (before COMMIT
     PREPARED and Spark's commits/N: recovery commits what the decision names, rolls back the rest)."""

@@ -37,6 +37,7 @@ def test_clean_run_is_valid_and_reports_metrics(stack, tmp_path):
     assert saved["metrics"]["latency_ms"]["count"] == 1500 and saved["metrics"]["latency_ms"]["p50"] > 0
 
 
+@pytest.mark.slow  # the mutants and the certification cover it too; tox -e long runs it
 def test_driver_killed_at_the_sinks_fault_point_makes_an_at_least_once_sink_duplicate(stack, tmp_path):
     """The named point sits after the sink wrote and before Spark commits: the replay must duplicate."""
     scenario = Scenario("point", sink=SINK, trigger="100 milliseconds",
@@ -53,6 +54,7 @@ def test_driver_killed_at_the_sinks_fault_point_makes_an_at_least_once_sink_dupl
     assert result.valid is False
 
 
+@pytest.mark.slow  # the mutants and the certification cover it too; tox -e long runs it
 def test_checkpoint_aware_driver_kill_lands_in_the_window_and_loses_nothing(stack, tmp_path):
     scenario = Scenario("kill", sink=SINK, trigger="100 milliseconds",
                         workload=WorkloadSpec(total=1200, keys=10, partitions=2, seed=7),

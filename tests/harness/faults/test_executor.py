@@ -223,10 +223,10 @@ def test_the_driver_token_is_read_from_the_driver_processes_environment():
 
 def test_sigkill_kills_and_waits_then_reports_a_process_already_gone():
     child = _python("import time; time.sleep(60)")
-    assert executor._sigkill(child.pid) is True
-    assert executor._gone(psutil.Process(child.pid))  # a zombie until reaped: gone all the same
+    assert executor.sigkill(child.pid) is True
+    assert executor.has_ended(psutil.Process(child.pid))  # a zombie until reaped: gone all the same
     assert child.wait(timeout=10) == -9
-    assert executor._sigkill(child.pid) is False
+    assert executor.sigkill(child.pid) is False
 
 
 @pytest.mark.skipif(not os.access("/proc/self/syscall", os.R_OK), reason="this kernel hides /proc/<pid>/syscall")
@@ -237,9 +237,9 @@ def test_a_worker_blocked_reading_its_first_socket_is_idle_and_a_sleeping_one_is
     sleeper = _python("import time; time.sleep(60)")
     try:
         assert executor._jvm_socket_fd(reader.pid) is not None
-        assert wait_for(lambda: executor._is_idle(reader.pid), what="the reader to block", timeout=20)
+        assert wait_for(lambda: executor.is_idle(reader.pid), what="the reader to block", timeout=20)
         time.sleep(0.2)
-        assert executor._is_idle(sleeper.pid) is False  # nanosleep, and no socket at all
+        assert executor.is_idle(sleeper.pid) is False  # nanosleep, and no socket at all
         assert executor._jvm_socket_fd(sleeper.pid) is None
     finally:
         for child in (reader, sleeper):
@@ -247,3 +247,4 @@ def test_a_worker_blocked_reading_its_first_socket_is_idle_and_a_sleeping_one_is
             child.wait()
         ours.close()
         theirs.close()
+

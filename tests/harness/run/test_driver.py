@@ -28,6 +28,7 @@ def test_spec_round_trips_through_json(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # the mutants and the certification cover it too; tox -e long runs it
 def test_kill_between_offsets_and_commit_then_restart_is_exactly_once_with_the_file_sink(stack, tmp_path):
     rows, per_batch = 40, 5
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"

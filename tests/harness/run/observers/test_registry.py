@@ -79,7 +79,8 @@ def test_a_file_the_log_deletes_is_not_committed(tmp_path):
 
 def test_committed_files_come_in_the_order_of_their_batches_not_of_their_names(tmp_path):
     """Random file names sort in any order; a key's records are in order only if batches are read in order."""
-    later_name, earlier_name = _write_file(tmp_path, "part-b.parquet", [1]), _write_file(tmp_path, "part-a.parquet", [2])
+    later_name = _write_file(tmp_path, "part-b.parquet", [1])
+    earlier_name = _write_file(tmp_path, "part-a.parquet", [2])
     _commit(tmp_path, 0, [later_name])
     _commit(tmp_path, 1, [earlier_name])
     _commit(tmp_path, 10, [_write_file(tmp_path, "part-0.parquet", [3])])

@@ -1,0 +1,265 @@
+"""The zombie task attempt: an executor frozen while it runs a task, replaced by Spark, then let go on.
+
+A long GC pause or a network partition does this to real clusters: the executor stops heartbeating, the driver
+declares it lost, reruns its tasks elsewhere and commits the batch; then the old executor's task attempts go on and
+try to write. A sink must fence them (SNK-6): the zombie's writes are refused or never visible.
+
+Runs in the harness process against a :class:`~streamcert.harness.run.driver.DriverProcess` on
+``local-cluster[W,C,MB]`` (executor JVMs to freeze; one more executor than the tasks of a stage, so a replacement
+can run while the others are frozen) with a heartbeat timeout of a few seconds. It needs no cooperation from the
+connector: the moment is read from the output's growth and the Python workers' state, the loss from Spark's log.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+from pydantic import Field
+
+from streamcert.harness.faults.base import Fault, within
+from streamcert.harness.faults.executor import (busy_workers_by_executor, executor_jvms, executor_order, has_ended,
+                                                is_idle, sigkill, strike_wait)
+from streamcert.harness.faults.registry import FaultParams, fault_kind
+
+__all__ = ["ZOMBIE_SPARK_CONF", "ZombieParams", "TaskZombie", "lost_tasks"]
+
+#: What a query needs for :class:`TaskZombie`: a frozen executor is declared lost after 6 s without heartbeats
+#: (Spark's default is 120 s).
+ZOMBIE_SPARK_CONF = {"spark.executor.heartbeatInterval": "1s",
+                     "spark.storage.blockManagerHeartbeatTimeoutMs": "6000ms",
+                     "spark.network.timeoutInterval": "1s"}
+#: How long a worker must stay busy to count as running a task (one finishing a task is busy a few ms).
+_STILL_BUSY_S = 0.03
+
+
+class ZombieParams(FaultParams):
+    hold_s: float = Field(90.0, gt=0, le=600, description="longest an executor stays frozen, waiting for Spark to "
+                                                          "give up on it and commit the batch without it")
+    run_s: float = Field(5.0, ge=0, le=60, description="how long the thawed zombie may run before it is killed")
+    busy_s: float = Field(30.0, gt=0, le=300, description="how long to wait for an executor running a Python task")
+    tries: int = Field(3, ge=1, le=10, description="moments tried until Spark loses a task attempt with a frozen "
+                                                   "executor")
+
+
+@dataclass
+class _Frozen:
+    """One frozen executor: its processes (busy Python workers first, the JVM last) and where its log starts."""
+
+    executor_id: str
+    processes: list[psutil.Process]
+    busy: list[int]
+    log_offset: int
+    python: list[psutil.Process] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.python = self.processes[:-1]
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    """A process and its descendants, deepest first (the Python workers, their daemon, then the JVM)."""
+    try:
+        root = psutil.Process(pid)
+        return [*reversed(root.children(recursive=True)), root]
+    except psutil.Error:
+        return []
+
+
+def _signal_all(processes: list[psutil.Process], signum: int) -> list[int]:
+    done = []
+    for process in processes:
+        try:
+            process.send_signal(signum)
+            done.append(process.pid)
+        except psutil.Error:  # it ended meanwhile
+            continue
+    return done
+
+
+def _log_since(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def lost_tasks(log: str, executor_id: str) -> list[str]:
+    """The task attempts Spark's log says it lost with the executor (``Lost task 0.0 in stage 3.0 (TID 7)``)."""
+    pattern = re.compile(rf"Lost task (\S+ in stage \S+ \(TID \d+\)) \([^)]*executor {re.escape(executor_id)}\)")
+    return pattern.findall(log)
+
+
+@fault_kind("task_zombie", targets=("executor",), params=ZombieParams)
+class TaskZombie(Fault):
+    """Freeze executors while they run tasks, let Spark replace them, then thaw them: zombie task attempts.
+
+    ``start`` waits for the output to grow while Python workers run tasks of a pending batch (a task making rows
+    visible; six batches' time, with the run's observer) and freezes every executor whose workers were busy during
+    that batch, else (up to ``busy_s``) for one worker that stays busy in a task of a pending batch and freezes its
+    executor: SIGSTOP to the executor JVM and every process under it (workers first). Then it waits (up to
+    ``hold_s``) until Spark's log says the executors were lost; when Spark lost no task attempt with them (the
+    workers ran nothing Spark waited for), it kills them and tries another moment, ``tries`` times. ``stop`` waits
+    until the batch pending then committed, SIGCONTs the frozen Python processes (the JVMs stay frozen, as if their
+    pause went on), lets them run until their Python code is done or ``run_s`` passed, and SIGKILLs the lot. Needs
+    ``local-cluster[W,C,MB]`` and :data:`ZOMBIE_SPARK_CONF`. The events record the moment, the busy workers, the
+    task attempts Spark lost (``lost_tasks``), whether a batch then committed without them (``replaced``) and how
+    long the zombies ran.
+    """
+
+    needs = ("driver",)
+
+    def _inject(self) -> dict[str, Any]:
+        strike_wait(self.driver, lambda: executor_jvms(self.driver), "executor JVM",
+                    "A zombie needs executor JVMs: master local-cluster[W,C,MB] (e.g. local-cluster[3,1,1024]).",
+                    self.params.busy_s)
+        self._frozen: list[_Frozen] = []
+        tries: list[dict[str, Any]] = []
+        for _ in range(self.params.tries):
+            tries.append(self._freeze(output_moment=not any(t.get("moment") == "output_grew" for t in tries)))
+            if not self._frozen:
+                continue
+            tries[-1].update(self._wait_lost())
+            if tries[-1]["lost_tasks"] or not tries[-1]["declared_lost"]:
+                break
+            self._release()  # the workers ran nothing Spark waited for: free the executors, try another moment
+        return {**tries[-1], "tries": len(tries), "missed": tries[:-1]}
+
+    # -- freezing -------------------------------------------------------------------------
+
+    def _freeze(self, output_moment: bool) -> dict[str, Any]:
+        driver = self.driver
+        moment, victims = self._moment(output_moment)
+        executors = executor_jvms(driver)
+        offset = _log_size(driver.log_file)
+        self._frozen = [_Frozen(eid, self._busy_first(_tree(executors[eid]), busy), busy, offset)
+                        for eid, busy in sorted(victims.items()) if eid in executors]
+        frozen = [pid for victim in self._frozen for pid in _signal_all(victim.processes, signal.SIGSTOP)]
+        self._frozen_at = time.monotonic()
+        state = driver.checkpoint()
+        return {"moment": moment if self._frozen else "none", "executor_ids": [v.executor_id for v in self._frozen],
+                "frozen_pids": frozen, "busy_workers": [pid for v in self._frozen for pid in v.busy],
+                "pending_batch": state.pending, "latest_commit": state.latest_commit}
+
+    @staticmethod
+    def _busy_first(processes: list[psutil.Process], busy: list[int]) -> list[psutil.Process]:
+        jvm = processes[-1:]
+        rest = processes[:-1]
+        return [p for p in rest if p.pid in busy] + [p for p in rest if p.pid not in busy] + jvm
+
+    def _moment(self, output_moment: bool) -> tuple[str, dict[str, list[int]]]:
+        """When and what to freeze: executor id -> its busy workers."""
+        observer = self.context.observer
+        if observer is not None and output_moment:
+            look: dict[str, Any] = {"mark": observer.visible_mark(), "batch": None, "busy": {}}
+            grew = within(lambda: self._grew_mid_task(observer, look), what="the output to grow mid-task",
+                          timeout=self._output_watch_s(), interval=0.003)
+            if grew:
+                return "output_grew", grew
+        running = within(self._still_busy, what="an executor running a Python task", timeout=self.params.busy_s,
+                         interval=0.005)
+        return "task_running", running or {}
+
+    def _output_watch_s(self) -> float:
+        """Six typical batches, 5 to 15 s: a sink that shows rows from its tasks shows them in that time, with a
+        task still running at one of those moments; an exactly-once sink never does (its rows show in the
+        driver's commit), and the zombie falls back to any moment a task runs."""
+        from streamcert.harness.faults.driver import typical_batch_ms
+
+        return min(15.0, max(5.0, 6 * typical_batch_ms(self.driver) / 1000))
+
+    def _grew_mid_task(self, observer: Any, look: dict[str, Any]) -> dict[str, list[int]] | None:
+        """The output grew while a batch is pending: every executor whose workers were busy at some look during
+        that batch (the task that made rows visible may have been busy for a few milliseconds only, between two
+        looks; its executor also ran its reader)."""
+        pending = self.driver.checkpoint().pending
+        if pending != look.get("batch"):
+            look["batch"], look["busy"] = pending, {}
+        for eid, pids in busy_workers_by_executor(self.driver).items():
+            look["busy"].setdefault(eid, set()).update(pids)
+        mark = observer.visible_mark()
+        if mark == look["mark"]:
+            return None
+        look["mark"] = mark
+        if pending is None or self.driver.checkpoint().pending != pending or not look["busy"]:
+            return None
+        return {eid: sorted(pids) for eid, pids in look["busy"].items()}
+
+    def _still_busy(self) -> dict[str, list[int]] | None:
+        """One executor whose Python worker is busy in a task of a pending batch, and still is a moment later."""
+        if self.driver.checkpoint().pending is None:
+            return None
+        busy = busy_workers_by_executor(self.driver)
+        if not busy:
+            return None
+        time.sleep(_STILL_BUSY_S)
+        again = busy_workers_by_executor(self.driver)
+        for eid in sorted(busy, key=executor_order):
+            still = [pid for pid in busy[eid] if pid in again.get(eid, [])]
+            if still:
+                return {eid: still}
+        return None
+
+    # -- losing, thawing ------------------------------------------------------------------
+
+    def _lost(self) -> list[str]:
+        log = self.driver.log_file
+        return [task for v in self._frozen for task in lost_tasks(_log_since(log, v.log_offset), v.executor_id)]
+
+    def _all_declared_lost(self) -> bool:
+        log = self.driver.log_file
+        return all(f"Lost executor {v.executor_id} " in _log_since(log, v.log_offset) for v in self._frozen)
+
+    def _wait_lost(self) -> dict[str, Any]:
+        driver = self.driver
+        lost = bool(within(self._all_declared_lost, what="the frozen executors declared lost",
+                           timeout=self.params.hold_s, interval=0.05,
+                           abort=lambda: None if driver.is_running() else "the driver is not running"))
+        return {"declared_lost": lost, "lost_tasks": self._lost()}
+
+    def _release(self) -> None:
+        for victim in self._frozen:
+            for process in victim.processes:
+                sigkill(process.pid, timeout=5.0)
+        self._frozen = []
+
+    def _heal(self) -> dict[str, Any]:
+        if not self._frozen:
+            return {"replaced": False, "lost_tasks": [], "alive_at_thaw": []}
+        driver = self.driver
+        state = driver.checkpoint()
+        target = state.pending if state.pending is not None else (state.latest_commit or -1) + 1
+        remaining = max(0.0, self.params.hold_s - (time.monotonic() - self._frozen_at))
+        committed = bool(within(lambda: (driver.checkpoint().latest_commit or -1) >= target,
+                                what=f"batch {target} committed", timeout=remaining, interval=0.05,
+                                abort=lambda: None if driver.is_running() else "the driver is not running"))
+        frozen_s = time.monotonic() - self._frozen_at
+        lost = self._lost()
+        python = [p for v in self._frozen for p in v.python]
+        busy = [p for p in python if p.pid in {pid for v in self._frozen for pid in v.busy}]
+        alive_at_thaw = [p.pid for p in python if not has_ended(p)]
+        # The JVMs stay frozen: thawed, each would act on the kill its worker already sent and take the Python
+        # workers down with it before the zombie attempt could write anything.
+        _signal_all(python, signal.SIGCONT)
+        thawed_at = time.monotonic()
+        within(lambda: all(has_ended(p) or is_idle(p.pid) for p in busy), what="the zombies' Python code to finish",
+               timeout=self.params.run_s, interval=0.02)
+        ran_s = time.monotonic() - thawed_at
+        killed = [p.pid for v in self._frozen for p in v.processes if sigkill(p.pid, timeout=5.0)]
+        self._frozen = []
+        return {"replaced": committed and bool(lost), "lost_tasks": lost,
+                "committed_batch": driver.checkpoint().latest_commit, "frozen_s": round(frozen_s, 2),
+                "alive_at_thaw": alive_at_thaw, "zombie_ran_s": round(ran_s, 2), "killed_after": killed}
