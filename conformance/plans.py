@@ -232,10 +232,12 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> 
     if quick:
         return runs
     rng = _rng(seed, connector, "rescale-under-load")
-    # records keep arriving across the rescale: a key whose group changed must not overtake its buffered records
+    # Records keep arriving across the rescale: a key whose group changed must not overtake its buffered records.
+    # Groups flush by size within seconds under this load, and a buffer's deadline outlasts the restart: a buffer
+    # left behind by the rescale is still waiting when newer records of its keys flush from another group.
     runs.append(PlannedRun(ref, "rescale-under-load", ("AGG-5",), _aggregator_scenario(
-        ref, connector, "rescale-load", rng, total=1200, workload_rate=15.0, options={"max_wait_ms": 8_000},
-        trigger="1 second",
+        ref, connector, "rescale-load", rng, total=600, workload_rate=15.0,
+        options={"max_batch_size": 25, "max_wait_ms": 40_000}, trigger="1 second",
         schedule=[FaultSpec("rescale", "driver", 0.0, 0.0, {"parallelism": 1, "state_partitions": 2})],
         faults_after_output=1, flush_slack_s=240.0, quiet_timeout_s=240.0)))
     rng = _rng(seed, connector, "rescale")

@@ -6,7 +6,7 @@ creates the input topic and the sink's output (a Kafka topic, a PostgreSQL table
 observer of that output kind, starts the composed query (:mod:`streamcert.harness.run.pipeline`) in a
 :class:`~streamcert.harness.run.driver.DriverProcess`, loads the workload, carries out the schedule (each fault
 started and stopped at its time, recorded in the history), waits until every acknowledged record is visible
-(or nothing new arrives for ``quiet_timeout_s``), asks the query to stop and records how it stopped
+(or the pipeline settled: :mod:`~streamcert.harness.run.settle`; or nothing new arrives for ``quiet_timeout_s``), asks the query to stop and records how it stopped
 (``driver-stop``), then runs the checkers and the metrics. ``results.json`` is
 written even when the run is interrupted or fails, marked incomplete.
 
@@ -41,6 +41,7 @@ from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.history import History
 from streamcert.harness.run.observers import Observer, OutputTarget, observer_class
 from streamcert.harness.run.pipeline import BUILDER, query_params
+from streamcert.harness.run.settle import Settling, wait_until_seen
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
 from streamcert.harness.stack.install import ensure_jars
 from streamcert.harness.stack.kafka_clients import create_topic
@@ -87,6 +88,11 @@ class Scenario(BaseModel):
                                                                   "none: what the sink declares")
     quiet_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
                                    description="stop waiting once nothing new arrived for this long")
+    settle_s: float = Field(10.0, ge=0, allow_inf_nan=False,
+                            description="stop waiting sooner once the pipeline settled for this long: the query "
+                                        "idle (no batch pending or committed) or, with an aggregator, drained "
+                                        "(no output for this long plus its longest wait while batches ran); "
+                                        "0: wait for every record or the quiet bound")
     load: Literal["bulk", "open_loop"] = Field("bulk", description="bulk: as fast as the broker takes it; "
                                                                    "open_loop: locust at workload.rate")
     load_duration_s: float = Field(10.0, gt=0, allow_inf_nan=False)
@@ -213,10 +219,12 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         result.ledger_counts = ledger.counts()
         timeline.join()
         expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
-        _wait_until_seen(run.observer, expected, scenario.quiet_timeout_s)
+        bounds = aggregator.batch_bounds(context) if aggregator is not None else None
+        settling = Settling(scenario.settle_s, None if aggregator is None else bounds[1] if bounds else 0.0)
+        waited = wait_until_seen(run.observer, run.driver, expected, scenario.quiet_timeout_s, settling)
         if scenario.trigger == "available_now":
             run.history.record("driver-ended", **_wait_for_exit(run.driver, scenario.quiet_timeout_s))
-        run.history.record("quiesced", seen=run.observer.count(),
+        run.history.record("quiesced", **waited, seen=run.observer.count(),
                            observer_transient_errors=run.observer.transient_errors)
         run.history.record("driver-stop", **run.driver.stop_gracefully(scenario.stop_timeout_s))
         output = _with_keys(run.observer.frame(), run.observer, ledger.frame)
@@ -402,19 +410,6 @@ def _wait_for_output(run: _Run, records: int) -> None:
 
 
 # -- reading the output back -----------------------------------------------------------------
-
-def _wait_until_seen(observer: Observer, expected: set[int], timeout: float) -> None:
-    """Wait until every expected id was seen, or no new delivery arrived for ``timeout`` seconds."""
-    last_count, last_change = -1, time.monotonic()
-    while time.monotonic() - last_change < timeout:
-        frame = observer.frame()
-        if expected <= set(frame["id"]):
-            time.sleep(1.0)  # let late duplicates arrive: they are findings too
-            return
-        if len(frame) != last_count:
-            last_count, last_change = len(frame), time.monotonic()
-        time.sleep(0.2)
-
 
 def _with_keys(output: pd.DataFrame, observer: Observer, ledger: pd.DataFrame) -> pd.DataFrame:
     """Where the output does not store keys (a table of values), each record's key comes from the ledger."""
