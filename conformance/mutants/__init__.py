@@ -32,6 +32,9 @@ class Mutant:
     seed: int = 1
     #: certified on the quick plan; False for a bug only the full plan's runs (rescale, network) reach
     quick: bool = True
+    #: why the certification does not catch it yet (empty: it does); such a mutant's test is an expected failure,
+    #: outside the default run, until the gap is closed
+    gap: str = ""
 
     @property
     def requirements(self) -> list[str]:
@@ -73,5 +76,9 @@ MUTANTS: tuple[Mutant, ...] = (
            frozenset({"AGG-4"})),
     Mutant(_ref("aggregator_virtual_keys"), "groups records by hash(key) % state partitions (virtual keys, seed 004 "
            "method 1) with nothing pinning the count to the checkpoint: a rescale moves keys to other buffers",
-           frozenset({"AGG-5"}), quick=False),
+           frozenset({"AGG-5"}), quick=False,
+           gap="not caught yet: the rescale keeps the query down about 40 s here, so the group the rescale left "
+           "behind is due when the query restarts and flushes in the same micro-batch as the moved keys' newer "
+           "records; no emission time orders the two batches and the checkers do not call that ambiguity a "
+           "violation"),
 )
