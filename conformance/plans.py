@@ -233,11 +233,12 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> 
         return runs
     rng = _rng(seed, connector, "rescale-under-load")
     # Records keep arriving across the rescale: a key whose group changed must not overtake its buffered records.
-    # Groups flush by size within seconds under this load, and a buffer's deadline outlasts the restart: a buffer
-    # left behind by the rescale is still waiting when newer records of its keys flush from another group.
+    # Groups flush by size within seconds under this load, input goes on for half a minute after the query is
+    # back (the stop, the state repartition and the restart take about a minute here), and a buffer's deadline
+    # outlasts all that: a buffer the rescale left behind still waits when newer records of its keys flush.
     runs.append(PlannedRun(ref, "rescale-under-load", ("AGG-5",), _aggregator_scenario(
-        ref, connector, "rescale-load", rng, total=600, workload_rate=15.0,
-        options={"max_batch_size": 25, "max_wait_ms": 40_000}, trigger="1 second",
+        ref, connector, "rescale-load", rng, total=1350, workload_rate=15.0,
+        options={"max_batch_size": 25, "max_wait_ms": 90_000}, trigger="1 second",
         schedule=[FaultSpec("rescale", "driver", 0.0, 0.0, {"parallelism": 1, "state_partitions": 2})],
         faults_after_output=1, flush_slack_s=240.0, quiet_timeout_s=240.0)))
     rng = _rng(seed, connector, "rescale")
