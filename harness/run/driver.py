@@ -260,7 +260,9 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
                  durationMs=dict(progress.durationMs), sources=[json.loads(s.json) for s in progress.sources])
 
         def onQueryIdle(self, event) -> None:
-            pass
+            # a trigger found no new data in any source (Spark throttles these to one per
+            # spark.sql.streaming.noDataProgressEventInterval)
+            emit("idle")
 
         def onQueryTerminated(self, event) -> None:
             emit("terminated", error=event.exception)

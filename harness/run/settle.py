@@ -5,9 +5,9 @@ waiting out a fixed silence (``quiet_timeout_s``, a minute or more: a restarted 
 nothing for that long) costs every lossy run that minute. The pipeline itself says sooner that nothing more will
 come:
 
-- without an aggregator, the query is *idle*: its current attempt started, no batch is pending in the checkpoint,
-  and neither the checkpoint nor the output changed for ``settle_s`` (a processing-time trigger plans a batch
-  within one interval when its source has new data, so several intervals without one mean it has none);
+- without an aggregator, the query is *idle*: Spark reported it idle (a trigger found no new data in any source:
+  the driver's ``idle`` event) after the current attempt's last batch, no batch is pending in the checkpoint, and
+  neither the checkpoint nor the output changed for ``settle_s``;
 - with an aggregator, batches keep running (timers, ticks), so it is *drained*: the output has not changed for
   ``settle_s`` plus the aggregator's longest wait, while at least :data:`DRAIN_BATCHES` batches committed (each
   fires the timers that are due: a record still buffered then is overdue, which is the aggregator's finding);
@@ -55,18 +55,18 @@ class Settling:
             self.output_count, self.output_changed_at = output_count, now
             self.commit_at_output_change = checkpoint[0]
 
-    def settled(self, now: float, driver_running: bool, attempt_started: bool) -> str | None:
+    def settled(self, now: float, driver_running: bool, reported_idle: bool) -> str | None:
         """Why nothing more will come (``idle``, ``drained``, ``driver_exited``), or None."""
         if self.settle_s <= 0:
             return None
         output_still = now - self.output_changed_at
         if not driver_running:
             return "driver_exited" if output_still >= self.settle_s else None
-        if not attempt_started or self.checkpoint is None:
+        if self.checkpoint is None:
             return None
         latest_commit, pending = self.checkpoint
         if self.aggregator_wait_s is None:
-            if pending is None and output_still >= self.settle_s and now - self.checkpoint_changed_at >= self.settle_s:
+            if reported_idle and pending is None and output_still >= self.settle_s and now - self.checkpoint_changed_at >= self.settle_s:
                 return "idle"
             return None
         ran = (latest_commit or -1) - (-1 if self.commit_at_output_change is None else self.commit_at_output_change)
@@ -95,8 +95,13 @@ def wait_until_seen(observer: Any, driver: Any, expected: set[int], quiet_timeou
             time.sleep(0.2)
             continue
         running = driver.is_running()
-        started = running and any(e.get("event") == "started" for e in driver.events(driver.attempt))
-        reason = settling.settled(now, running, started)
+        reason = settling.settled(now, running, running and _reported_idle(driver))
         if reason:
             return {"reason": reason, "waited_s": round(now - began, 3)}
         time.sleep(0.2)
+
+
+def _reported_idle(driver: Any) -> bool:
+    """The current attempt's latest query event is ``idle``: no batch ran since Spark found no new data."""
+    states = [e["event"] for e in driver.events(driver.attempt) if e.get("event") in ("started", "progress", "idle")]
+    return bool(states) and states[-1] == "idle"

@@ -16,17 +16,17 @@ def _watched(settling: Settling, steps: list[tuple[float, int, tuple]]) -> Settl
 def test_a_query_with_nothing_pending_and_nothing_new_for_settle_s_is_idle():
     settling = _watched(Settling(10.0, output_count=-1, output_changed_at=0.0, checkpoint_changed_at=0.0),
                         [(0.0, 50, (4, None)), (3.0, 60, (5, None))])
-    assert settling.settled(12.9, driver_running=True, attempt_started=True) is None  # output changed at 3 s
-    assert settling.settled(13.0, driver_running=True, attempt_started=True) == "idle"
+    assert settling.settled(12.9, driver_running=True, reported_idle=True) is None  # output changed at 3 s
+    assert settling.settled(13.0, driver_running=True, reported_idle=True) == "idle"
 
 
-def test_a_pending_batch_a_moving_checkpoint_or_a_driver_still_starting_keep_it_waiting():
+def test_a_pending_batch_a_moving_checkpoint_or_a_query_not_reported_idle_keep_it_waiting():
     pending = _watched(Settling(10.0, output_changed_at=0.0), [(0.0, 60, (5, 6))])
     assert pending.settled(100.0, True, True) is None
     moving = _watched(Settling(10.0, output_changed_at=0.0), [(0.0, 60, (5, None)), (8.0, 60, (6, None))])
     assert moving.settled(17.9, True, True) is None and moving.settled(18.0, True, True) == "idle"
     starting = _watched(Settling(10.0, output_changed_at=0.0), [(0.0, 60, (5, None))])
-    assert starting.settled(100.0, driver_running=True, attempt_started=False) is None
+    assert starting.settled(100.0, driver_running=True, reported_idle=False) is None  # e.g. planning its first batch
 
 
 def test_an_aggregator_is_drained_only_after_its_wait_and_several_batches_without_output():
@@ -41,8 +41,8 @@ def test_an_aggregator_is_drained_only_after_its_wait_and_several_batches_withou
 
 def test_a_driver_that_is_gone_settles_once_the_output_stopped_changing_and_zero_never_settles():
     gone = _watched(Settling(10.0, output_changed_at=0.0), [(0.0, 60, (5, 6))])
-    assert gone.settled(9.0, driver_running=False, attempt_started=False) is None
-    assert gone.settled(10.0, driver_running=False, attempt_started=False) == "driver_exited"
+    assert gone.settled(9.0, driver_running=False, reported_idle=False) is None
+    assert gone.settled(10.0, driver_running=False, reported_idle=False) == "driver_exited"
     never = _watched(Settling(0.0, output_changed_at=0.0), [(0.0, 60, (5, None))])
     assert never.settled(1e9, False, False) is None
 
@@ -62,8 +62,9 @@ class _Checkpoint:
 class _Driver:
     attempt = 2
 
-    def __init__(self, running=True):
+    def __init__(self, running=True, events=("started", "progress", "idle")):
         self.running = running
+        self._events = [{"event": event, "attempt": 2} for event in events]
 
     def checkpoint(self):
         return _Checkpoint()
@@ -72,12 +73,14 @@ class _Driver:
         return self.running
 
     def events(self, attempt=None):
-        return [{"event": "started", "attempt": 2}]
+        return [e for e in self._events if attempt in (None, e["attempt"])]
 
 
 def test_the_wait_ends_when_all_is_seen_when_settled_and_at_the_quiet_bound():
     assert wait_until_seen(_Observer([1, 2]), _Driver(), {1, 2}, 60.0, Settling(0.3))["reason"] == "all_seen"
     assert wait_until_seen(_Observer([1]), _Driver(), {1, 2}, 60.0, Settling(0.3))["reason"] == "idle"
     assert wait_until_seen(_Observer([1]), _Driver(False), {1, 2}, 60.0, Settling(0.3))["reason"] == "driver_exited"
+    busy = _Driver(events=("started", "progress", "idle", "progress"))  # a batch ran after Spark was idle
+    assert wait_until_seen(_Observer([1]), busy, {1, 2}, 1.0, Settling(0.3))["reason"] == "quiet_timeout"
     quiet = wait_until_seen(_Observer([1]), _Driver(), {1, 2}, 0.5, Settling(0.0))
     assert quiet["reason"] == "quiet_timeout" and quiet["waited_s"] >= 0.5
