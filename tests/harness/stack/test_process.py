@@ -134,10 +134,13 @@ def test_a_restarted_process_is_a_new_group_that_can_be_killed_again(tmp_path):
 
 
 def test_exited_says_why_only_once_the_process_has_exited(tmp_path):
-    proc = ManagedProcess("quitter", ["sh", "-c", "read line"], tmp_path / "log")
+    go = tmp_path / "go"
+    proc = ManagedProcess("quitter", ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.02; done; exit 1"],
+                          tmp_path / "log")
     assert proc.exited() is None  # not started
     proc.start()
-    assert proc.exited() is None  # running (stdin is /dev/null: `read` fails and it exits soon)
+    assert proc.exited() is None  # running until told to quit (a busy machine cannot make it exit first)
+    go.touch()
     proc._popen.wait(10)
     assert proc.exited() == "quitter exited with code 1 before it was ready"
     proc.stop()
