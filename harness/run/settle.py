@@ -66,9 +66,8 @@ class Settling:
             return None
         latest_commit, pending = self.checkpoint
         if self.aggregator_wait_s is None:
-            if reported_idle and pending is None and output_still >= self.settle_s and now - self.checkpoint_changed_at >= self.settle_s:
-                return "idle"
-            return None
+            still = min(output_still, now - self.checkpoint_changed_at)
+            return "idle" if reported_idle and pending is None and still >= self.settle_s else None
         ran = (latest_commit or -1) - (-1 if self.commit_at_output_change is None else self.commit_at_output_change)
         if output_still >= self.settle_s + self.aggregator_wait_s and ran >= DRAIN_BATCHES:
             return "drained"
