@@ -6,9 +6,9 @@ creates the input topic and the sink's output (a Kafka topic, a PostgreSQL table
 observer of that output kind, starts the composed query (:mod:`streamcert.harness.run.pipeline`) in a
 :class:`~streamcert.harness.run.driver.DriverProcess`, loads the workload, carries out the schedule (each fault
 started and stopped at its time, recorded in the history), waits until every acknowledged record is visible
-(or the pipeline settled: :mod:`~streamcert.harness.run.settle`; or nothing new arrives for ``quiet_timeout_s``), asks the query to stop and records how it stopped
-(``driver-stop``), then runs the checkers and the metrics. ``results.json`` is
-written even when the run is interrupted or fails, marked incomplete.
+(or the pipeline settled: :mod:`~streamcert.harness.run.settle`; or nothing new arrives for ``quiet_timeout_s``),
+asks the query to stop and records how it stopped (``driver-stop``), then runs the checkers and the metrics.
+``results.json`` is written even when the run is interrupted or fails, marked incomplete.
 
 Schedule semantics: a fault starts ``at_s`` seconds after the fault timeline began (at once, or when the output
 first shows ``faults_after_output`` records); an entry with ``after`` set starts ``at_s`` seconds after that
