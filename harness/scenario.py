@@ -50,7 +50,7 @@ from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker,
                                                 exactly_once_checkers, run_checks)
 from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.verify.metrics import summarize
-from streamcert.spi.connector import AggregatorConnector, Connector, QueryContext
+from streamcert.spi.connector import Connector, QueryContext
 
 __all__ = ["Scenario", "RunResult", "run_scenario", "prepare_query", "SCHEMA_FILE", "json_schema",
            "UNRECORDED_ID_BASE"]
@@ -229,7 +229,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         run.history.record("driver-stop", **run.driver.stop_gracefully(scenario.stop_timeout_s))
         output = _with_keys(run.observer.frame(), run.observer, ledger.frame)
         result.evidence = _save_evidence(ledger, output, workdir)
-        results = run_checks(_checkers(scenario, aggregator, context), ledger.for_checkers(), output)
+        results = run_checks(_checkers(scenario, bounds), ledger.for_checkers(), output)
         if scenario.schedule:  # a fault that missed its target leaves the verdict unknown
             results.append(fault_reached(run.history.events()))
         if run.observer.error:
@@ -337,10 +337,9 @@ def _unread_is_not_lost(results: list, observer_error: str) -> None:
             check.error = f"the output stopped being read ({observer_error}): missing records are not known lost"
 
 
-def _checkers(scenario: Scenario, aggregator: AggregatorConnector | None, context: QueryContext) -> list:
+def _checkers(scenario: Scenario, bounds: tuple[int, float] | None) -> list:
     """The exactly-once checkers, and an aggregator's batch contract when it declares one."""
     checkers = exactly_once_checkers()
-    bounds = aggregator.batch_bounds(context) if aggregator is not None else None
     if bounds is not None:
         checkers.append(AggregatorBatchChecker(bounds[0], bounds[1], scenario.flush_slack_s))
     return checkers
