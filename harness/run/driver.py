@@ -31,6 +31,7 @@ from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, processes_with_token, reap, token_env
+from streamcert.harness.stack.jvm_start import ensure_class_archive
 from streamcert.harness.waiting import wait_for
 
 __all__ = ["DRIVER_TOKEN_VAR", "QuerySpec", "DriverProcess", "load_builder"]
@@ -98,6 +99,7 @@ class DriverProcess(ProcessBacked):
     def start(self) -> None:
         if self._process is not None and self._process.is_running():
             return
+        ensure_class_archive()  # here, once, rather than inside a driver whose start a fault is timing
         self.attempt += 1
         self.workdir.mkdir(parents=True, exist_ok=True)
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"

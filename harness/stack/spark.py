@@ -6,7 +6,9 @@ executor JVMs that a fault can kill; any other master URL is passed through.
 
 pyspark starts the driver JVM as a child of this Python process and keeps it
 for the life of the process. :func:`stop_spark` stops the session *and* that
-JVM, so a run leaves no process behind.
+JVM, so a run leaves no process behind. The JVMs start with the options of
+:mod:`~streamcert.harness.stack.jvm_start` (a class archive, a quick JIT unless
+``jit="full"``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Iterator, Mapping
 from streamcert.harness.stack.cache import cache_dir
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.install import find_java
+from streamcert.harness.stack.jvm_start import ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import RUN_TOKEN_VAR
 
 __all__ = ["DEFAULT_MASTER", "SparkConfig", "validate_master", "spark_session", "stop_spark", "SparkResource"]
@@ -47,6 +50,10 @@ class SparkConfig:
     log_level: str = "ERROR"
     shuffle_partitions: int = 4
     driver_memory: str = "1g"
+    #: ``quick`` (C1 only: fast starts, for short runs) or ``full`` (steady-state speed, for benchmarks)
+    jit: str = "quick"
+    #: more JVM options for the driver and the executors
+    java_options: str = ""
 
 
 def validate_master(master: str) -> str:
@@ -93,10 +100,12 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     config = config or SparkConfig()
     validate_master(config.master)
     find_java()
+    ensure_class_archive()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     log4j = _quiet_log4j2()
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    java_opts = " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{log4j}", start_up_options(config.jit),
+                                       config.java_options]))
     builder = (
         SparkSession.builder.master(config.master)
         .appName(config.app_name)

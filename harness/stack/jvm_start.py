@@ -1,0 +1,192 @@
+"""How Spark's JVMs start: a class archive and a quick JIT, so that a restarted driver runs within seconds.
+
+A certification restarts the driver many times (every kill, every rescale) and each start used to spend most of
+its 20-25 s loading and compiling Spark's classes. Two JVM features cut that to about a third here:
+
+- **Class data sharing** (``-XX:SharedArchiveFile``): the classes a Spark driver loads from pyspark's jars, parsed
+  and verified once, kept in a dynamic archive in the cache and mapped by every later driver and executor JVM.
+  It is built once per Java runtime and pyspark installation, by a short warm-up query in a child process
+  (``-XX:ArchiveClassesAtExit``), under a cache lock. A JVM whose class path differs from the archive's
+  ignores it silently; a build that fails is noted (``<archive>.failed``, tried again a day later) and Spark starts without one.
+- **Quick JIT** (``jit="quick"``, ``-XX:TieredStopAtLevel=1``): only the fast C1 compiler. Short runs start
+  markedly faster; long runs lose steady-state speed, so benchmarks ask for ``jit="full"``.
+
+``STREAMCERT_CLASS_ARCHIVE=off`` turns the archive off. Runs in whichever process starts a Spark session:
+:func:`ensure_class_archive` is called before a session or a driver process starts, :func:`start_up_options` when
+the session's JVM options are composed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from streamcert.harness.stack.cache import cache_dir, cache_lock
+
+__all__ = ["ARCHIVE_SWITCH_VAR", "JIT_MODES", "class_archive_path", "ensure_class_archive", "start_up_options"]
+
+#: Set to ``off`` to start Spark without the class archive (it is never built or used then).
+ARCHIVE_SWITCH_VAR = "STREAMCERT_CLASS_ARCHIVE"
+JIT_MODES = ("quick", "full")
+_BUILD_TIMEOUT_S = 300.0
+#: A failed build is tried again after a day (it may have failed on a machine too busy for the warm-up).
+_RETRY_FAILED_AFTER_S = 86400.0
+_log = logging.getLogger(__name__)
+
+
+def _archive_enabled() -> bool:
+    return os.environ.get(ARCHIVE_SWITCH_VAR, "").lower() not in ("off", "0", "false", "no")
+
+
+def _runtime_fingerprint() -> str:
+    """What an archive is valid for: the Java runtime and the jars on the driver's class path."""
+    import pyspark
+
+    from streamcert.harness.stack.install import find_java
+
+    java = find_java()
+    jars = Path(pyspark.__file__).parent / "jars"
+    listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
+    text = "\n".join([os.path.realpath(java.path), java.version_line, pyspark.__version__, *listing])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def class_archive_path() -> Path:
+    """Where the class archive of this Java runtime and pyspark installation lives (it may not exist yet)."""
+    return cache_dir() / "jvm" / f"spark-classes-{_runtime_fingerprint()}.jsa"
+
+
+def start_up_options(jit: str = "quick") -> str:
+    """The JVM options for a Spark driver or executor: the quick JIT when asked, the class archive when built."""
+    if jit not in JIT_MODES:
+        raise ValueError(f"jit must be one of {JIT_MODES}, not {jit!r}")
+    options = ["-XX:TieredStopAtLevel=1"] if jit == "quick" else []
+    if _archive_enabled():
+        path = class_archive_path()
+        if path.is_file():
+            options.append(f"-XX:SharedArchiveFile={path}")
+    return " ".join(options)
+
+
+def ensure_class_archive() -> Path | None:
+    """Build the class archive unless it exists (or is switched off, or failed to build before); its path, or None.
+
+    Blocks while another process builds it. The build runs a warm-up query in a child process (about half a
+    minute, once per machine) and moves the archive into place only when the JVM wrote it completely.
+    """
+    if not _archive_enabled():
+        return None
+    path = class_archive_path()
+    failed = path.with_suffix(".failed")
+    if path.is_file():
+        return path
+    if _failed_recently(failed):
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with cache_lock("spark-class-archive"):
+        if path.is_file() or _failed_recently(failed):
+            return path if path.is_file() else None
+        reason = _build(path)
+    if reason is None:
+        return path
+    failed.write_text(reason)
+    _log.warning("Spark starts without a class archive (slower driver starts): %s Delete %s to try again.",
+                 reason, failed)
+    return None
+
+
+def _failed_recently(marker: Path) -> bool:
+    try:
+        return time.time() - marker.stat().st_mtime < _RETRY_FAILED_AFTER_S
+    except OSError:
+        return False
+
+
+def _build(path: Path) -> str | None:
+    """Dump the archive through a warm-up child; None when it worked, else why not."""
+    partial = Path(tempfile.mkdtemp(dir=path.parent)) / path.name
+    env = dict(os.environ, **{ARCHIVE_SWITCH_VAR: "off"})
+    command = [sys.executable, "-m", "streamcert.harness.stack.jvm_start", str(partial)]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"the warm-up query did not end within {_BUILD_TIMEOUT_S:.0f} s."
+    try:
+        if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
+            tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+            return f"the warm-up query exited with {done.returncode} and wrote no archive ({tail[-400:]})."
+        os.replace(partial, path)
+        return None
+    finally:
+        partial.unlink(missing_ok=True)
+        partial.parent.rmdir()
+
+
+def _warm_up(target: str) -> None:
+    """Run what a certification's driver runs (a batch job, a Python UDF, a stateful streaming query into
+    Parquet, a Python streaming data source), then stop cleanly: the JVM writes the archive as it exits."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from pyspark import SparkContext
+
+    from streamcert.harness.stack.spark import SparkConfig, spark_session
+
+    class _Ticks(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "streamcert_warm_up"
+
+        def schema(self) -> str:
+            return "id long"
+
+        def streamReader(self, schema):  # noqa: N802 - Spark's name
+            return _TickReader()
+
+    class _TickReader(DataSourceStreamReader):
+        def initialOffset(self) -> dict:  # noqa: N802
+            return {"at": 0}
+
+        def latestOffset(self) -> dict:  # noqa: N802
+            return {"at": 100}
+
+        def partitions(self, start: dict, end: dict) -> list:
+            return [InputPartition(i) for i in range(2)]
+
+        def read(self, partition):
+            yield from ((n,) for n in range(partition.value, 100, 2))
+
+    spark = spark_session(SparkConfig(master="local[2]", app_name="streamcert-class-archive",
+                                      java_options=f"-XX:ArchiveClassesAtExit={target}"))
+    try:
+        from pyspark.sql.functions import udf
+
+        spark.range(0, 20000, numPartitions=4).selectExpr("id % 7 as k").groupBy("k").count().collect()
+        spark.range(10).select(udf(lambda x: x + 1, "long")("id")).collect()
+        spark.dataSource.register(_Ticks)
+        with tempfile.TemporaryDirectory() as scratch:
+            counts = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+                      .selectExpr("value % 5 as k").groupBy("k").count())
+            query = (counts.writeStream.outputMode("update").format("console").trigger(once=True)
+                     .option("checkpointLocation", f"{scratch}/agg").start())
+            query.awaitTermination()
+            query = (spark.readStream.format("streamcert_warm_up").load().writeStream.format("parquet")
+                     .option("path", f"{scratch}/out").option("checkpointLocation", f"{scratch}/files")
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+    finally:
+        spark.stop()
+    # The JVM exits by itself when its stdin closes (and writes the archive on the way out); a stop that
+    # signals it would lose the archive.
+    process = SparkContext._gateway.proc
+    process.stdin.close()
+    process.wait(timeout=_BUILD_TIMEOUT_S / 2)
+
+
+if __name__ == "__main__":
+    _warm_up(sys.argv[1])

@@ -1,0 +1,109 @@
+"""Spark's JVM start-up options: the class archive is built once, used only when complete, skipped when switched
+off or when its build failed; the quick JIT is asked for by name. One integration test shows a real driver JVM
+mapping the archive."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from streamcert.harness.stack import jvm_start
+from streamcert.harness.stack.jvm_start import (ARCHIVE_SWITCH_VAR, class_archive_path, ensure_class_archive,
+                                                 start_up_options)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path))
+    monkeypatch.delenv(ARCHIVE_SWITCH_VAR, raising=False)
+    monkeypatch.setattr(jvm_start, "_runtime_fingerprint", lambda: "f00d")
+    return tmp_path
+
+
+def _fake_build(calls):
+    def build(path):
+        calls.append(path)
+        path.write_bytes(b"archive")
+        return None
+    return build
+
+
+def test_the_quick_jit_is_c1_only_and_full_adds_nothing(cache):
+    assert start_up_options("quick") == "-XX:TieredStopAtLevel=1"
+    assert start_up_options("full") == ""
+    with pytest.raises(ValueError, match="quick"):
+        start_up_options("fast")
+
+
+def test_the_archive_is_used_only_once_it_exists(cache):
+    path = class_archive_path()
+    assert path == cache / "jvm" / "spark-classes-f00d.jsa"
+    assert "SharedArchiveFile" not in start_up_options("full")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"archive")
+    assert start_up_options("full") == f"-XX:SharedArchiveFile={path}"
+
+
+def test_the_archive_is_built_once(cache, monkeypatch):
+    calls = []
+    monkeypatch.setattr(jvm_start, "_build", _fake_build(calls))
+    assert ensure_class_archive() == class_archive_path()
+    assert ensure_class_archive() == class_archive_path()
+    assert len(calls) == 1
+
+
+def test_a_failed_build_is_noted_and_not_retried_for_a_day(cache, monkeypatch, caplog):
+    monkeypatch.setattr(jvm_start, "_build", lambda path: "the warm-up query exited with 1.")
+    assert ensure_class_archive() is None
+    marker = class_archive_path().with_suffix(".failed")
+    assert marker.read_text() == "the warm-up query exited with 1."
+    assert "without a class archive" in caplog.text and str(marker) in caplog.text
+    calls = []
+    monkeypatch.setattr(jvm_start, "_build", _fake_build(calls))
+    assert ensure_class_archive() is None and calls == []
+    a_day_ago = time.time() - 86401
+    os.utime(marker, (a_day_ago, a_day_ago))
+    assert ensure_class_archive() == class_archive_path() and len(calls) == 1
+
+
+def test_switched_off_the_archive_is_neither_built_nor_used(cache, monkeypatch):
+    path = class_archive_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"archive")
+    monkeypatch.setenv(ARCHIVE_SWITCH_VAR, "off")
+    monkeypatch.setattr(jvm_start, "_build", lambda path: pytest.fail("built while switched off"))
+    assert ensure_class_archive() is None
+    assert start_up_options("quick") == "-XX:TieredStopAtLevel=1"
+
+
+def test_a_warm_up_that_writes_nothing_is_a_failed_build(cache, monkeypatch):
+    """The JVM writes the archive only on a clean exit: a warm-up killed or stopped by a signal leaves no file,
+    and nothing half-written ever reaches the archive's path."""
+    def run(command, **_):
+        return subprocess.CompletedProcess(command, 0, "", "Setting default log level\nstopped by a signal")
+    monkeypatch.setattr(jvm_start.subprocess, "run", run)
+    assert ensure_class_archive() is None
+    assert not class_archive_path().exists()
+    assert "wrote no archive" in class_archive_path().with_suffix(".failed").read_text()
+    assert list(class_archive_path().parent.iterdir()) == [class_archive_path().with_suffix(".failed")]
+
+
+@pytest.mark.integration
+def test_a_driver_jvm_maps_the_class_archive(stack, tmp_path):
+    """The archive the harness built (the session's stack started Spark) is mapped by a new driver JVM."""
+    assert ensure_class_archive() is not None
+    log = tmp_path / "cds.log"
+    script = textwrap.dedent(f"""
+        from streamcert.harness.stack.spark import SparkConfig, spark_session, stop_spark
+        spark = spark_session(SparkConfig(master="local[1]", java_options="-Xlog:cds=info:file={log}"))
+        assert spark.range(10).count() == 10
+        stop_spark(spark)
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=180, capture_output=True)
+    text = log.read_text()
+    assert f"Opened archive {class_archive_path()}" in text and "Mapped dynamic region" in text, text[-2000:]
