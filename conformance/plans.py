@@ -97,6 +97,12 @@ def _kill_records(batch: int, kills: list) -> int:
     return batch * (len(kills) + 6)
 
 
+def _zombie_records(batch: int, zombies: list) -> int:
+    """A zombie spends about four batches (a missed try, the freeze until Spark gives up on the executor, the
+    rerun); six per zombie and a few after the last one leave room for an unlucky run, and no long tail."""
+    return batch * (6 * len(zombies) + 6)
+
+
 def _toxics(rng: random.Random, link: str, count: int) -> list:
     chosen = rng.sample(_NETWORK, count)
     from streamcert.harness.faults.registry import kind
@@ -173,11 +179,12 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
         options={"max_records_per_batch": 100}, workload=_workload(rng, 2000),
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "zombies")
+    zombies = [("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)]
     runs.append(PlannedRun(ref, "zombies", ("SNK-6",), Scenario(
         name=f"{connector.name}-zombies", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, 3000),
-        schedule=_chain([("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)], gap_s=1.0),
+        options={"max_records_per_batch": 60}, workload=_workload(rng, _zombie_records(60, zombies)),
+        schedule=_chain(zombies, gap_s=1.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs

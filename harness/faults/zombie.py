@@ -108,8 +108,8 @@ class TaskZombie(Fault):
     """Freeze executors while they run tasks, let Spark replace them, then thaw them: zombie task attempts.
 
     ``start`` waits for the output to grow while Python workers run tasks of a pending batch (a task making rows
-    visible; six batches' time, with the run's observer) and freezes every executor whose workers were busy during
-    that batch, else (up to ``busy_s``) for one worker that stays busy in a task of a pending batch and freezes its
+    visible; six batches' time, with the run's observer, unless an earlier watch of the run saw none) and freezes
+    every executor whose workers were busy during that batch, else (up to ``busy_s``) for one worker that stays busy in a task of a pending batch and freezes its
     executor: SIGSTOP to the executor JVM and every process under it (workers first). Then it waits (up to
     ``hold_s``) until Spark's log says the executors were lost; when Spark lost no task attempt with them (the
     workers ran nothing Spark waited for), it kills them and tries another moment, ``tries`` times. ``stop`` waits
@@ -129,7 +129,7 @@ class TaskZombie(Fault):
         self._frozen: list[_Frozen] = []
         tries: list[dict[str, Any]] = []
         for _ in range(self.params.tries):
-            tries.append(self._freeze(output_moment=not any(t.get("moment") == "output_grew" for t in tries)))
+            tries.append(self._freeze(output_moment=self._worth_watching_output(tries)))
             if not self._frozen:
                 continue
             tries[-1].update(self._wait_lost())
@@ -139,6 +139,17 @@ class TaskZombie(Fault):
         return {**tries[-1], "tries": len(tries), "missed": tries[:-1]}
 
     # -- freezing -------------------------------------------------------------------------
+
+    def _worth_watching_output(self, tries: list[dict[str, Any]]) -> bool:
+        """Watch the output for a moment unless a try of this zombie froze at one already (it missed: try a
+        running task instead) or an earlier watch in this run saw no row appear mid-task (a sink that shows rows
+        only in its commit never will: each watch would cost six batches for nothing)."""
+        earlier = [attempt for event in self.history.events("fault-start") if event.get("fault") == "task_zombie"
+                   for attempt in (*event.get("missed", ()), event)]
+        if any(attempt.get("moment") == "output_grew" for attempt in tries):
+            return False
+        return not any(attempt.get("watched_output") and attempt.get("moment") != "output_grew"
+                       for attempt in (*earlier, *tries))
 
     def _freeze(self, output_moment: bool) -> dict[str, Any]:
         driver = self.driver
@@ -150,7 +161,8 @@ class TaskZombie(Fault):
         frozen = [pid for victim in self._frozen for pid in _signal_all(victim.processes, signal.SIGSTOP)]
         self._frozen_at = time.monotonic()
         state = driver.checkpoint()
-        return {"moment": moment if self._frozen else "none", "executor_ids": [v.executor_id for v in self._frozen],
+        return {"moment": moment if self._frozen else "none", "watched_output": output_moment,
+                "executor_ids": [v.executor_id for v in self._frozen],
                 "frozen_pids": frozen, "busy_workers": [pid for v in self._frozen for pid in v.busy],
                 "pending_batch": state.pending, "latest_commit": state.latest_commit}
 

@@ -8,7 +8,10 @@ import pytest
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.schedule import FaultSpec
-from streamcert.harness.faults.zombie import lost_tasks
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.registry import build_fault
+from streamcert.harness.faults.zombie import TaskZombie, lost_tasks
+from streamcert.harness.run.history import History
 
 
 def test_the_zombie_reads_the_task_attempts_spark_lost_with_the_frozen_executor_from_its_log():
@@ -27,3 +30,27 @@ def test_zombie_parameters_are_checked():
     with pytest.raises(ConfigurationError, match=r"tries=0 must be a int >= 1 and <= 10"):
         FaultSpec("task_zombie", "executor", 0.0, 0.0, {"tries": 0})
     assert FaultSpec("task_zombie", "executor", 0.0, 0.0, {}).typed_params().hold_s == 90.0
+
+
+def _zombie(tmp_path, history: History) -> TaskZombie:
+    context = FaultContext(driver=object(), history=history, workdir=tmp_path)
+    return build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {}), context)
+
+
+def test_a_zombie_watches_the_output_until_a_watch_of_the_run_saw_no_row_appear_mid_task(tmp_path):
+    history = History()
+    zombie = _zombie(tmp_path, history)
+    assert zombie._worth_watching_output([])
+    # a try that froze at an output moment and missed: the next try goes for a running task
+    assert not zombie._worth_watching_output([{"moment": "output_grew", "watched_output": True}])
+    # an earlier zombie of the run saw rows appear mid-task: worth watching again
+    history.record("fault-start", fault="task_zombie", moment="task_running", watched_output=False,
+                   missed=[{"moment": "output_grew", "watched_output": True}])
+    assert zombie._worth_watching_output([])
+    # a watch (in this zombie or an earlier one) that timed out: this sink shows rows only in its commit
+    assert not zombie._worth_watching_output([{"moment": "task_running", "watched_output": True}])
+    history.record("fault-start", fault="task_zombie", moment="task_running", watched_output=True, missed=[])
+    assert not _zombie(tmp_path, history)._worth_watching_output([])
+    history = History()
+    history.record("fault-start", fault="driver_kill", moment="task_running", watched_output=True)
+    assert _zombie(tmp_path, history)._worth_watching_output([])
