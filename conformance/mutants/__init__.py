@@ -3,8 +3,8 @@
 Every module here holds one mutant: a subclass of a reference connector with a single mistake a real author could
 make, and its declaration (claims copied from the reference). :data:`MUTANTS` says, for each, which requirements
 the bug must fail and which requirements the same runs judge that it must still pass. ``tests/conformance/
-test_mutants.py`` certifies every mutant on those requirements, in the default test run but for the ``slow`` one
-(``tox -e mutants`` certifies them all); ``streamcert certify --connector
+test_mutants.py`` certifies every mutant on those requirements, in the default test run (``tox -e mutants`` runs
+just those); ``streamcert certify --connector
 streamcert.conformance.mutants.<module>:CONNECTOR`` runs one by hand. Never use these connectors for anything else.
 """
 
@@ -31,8 +31,6 @@ class Mutant:
     seed: int = 1
     #: certified on the quick plan; False for a bug only the full plan's runs (rescale, network) reach
     quick: bool = True
-    #: its certification takes minutes more than the default test run can spend: certified in ``tox -e mutants``
-    slow: bool = False
 
     @property
     def requirements(self) -> list[str]:
@@ -74,5 +72,5 @@ MUTANTS: tuple[Mutant, ...] = (
            frozenset({"AGG-4"})),
     Mutant(_ref("aggregator_virtual_keys"), "groups records by hash(key) % state partitions (virtual keys, seed 004 "
            "method 1) with nothing pinning the count to the checkpoint: a rescale moves keys to other buffers",
-           frozenset({"AGG-5"}), quick=False, slow=True),
+           frozenset({"AGG-5"}), quick=False),
 )
