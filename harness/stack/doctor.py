@@ -17,8 +17,9 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from streamcert.harness.errors import StreamcertError
+from streamcert.harness.errors import PrerequisiteMissing, StreamcertError
 from streamcert.harness.stack.cache import cache_dir
+from streamcert.harness.stack.jvm_start import class_archive_state
 from streamcert.harness.stack.install import (KAFKA_VERSION, TOXIPROXY_VERSION, find_go, find_java, kafka_lib_dir,
                                               postgres_bin_dir, toxiproxy_binary)
 from streamcert.harness.stack.process import token_carriers
@@ -127,6 +128,15 @@ def _loopback() -> Check:
     return Check("loopback", True, True, "127.0.0.1 bindable")
 
 
+def _class_archive() -> Check:
+    try:
+        state, detail = class_archive_state()
+    except PrerequisiteMissing as exc:  # no Java: the java check says so
+        return Check("spark class archive", False, False, exc.message)
+    return Check("spark class archive", state != "failed", False, f"{state}: {detail}",
+                 "Spark still starts, only more slowly." if state == "failed" else "")
+
+
 def stray_processes() -> list[int]:
     """Pids of processes carrying any streamcert run token (left by a run that was killed)."""
     return sorted(token_carriers())
@@ -140,7 +150,7 @@ def _strays() -> Check:
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (_python, _packages, _java, _docker, _kafka, _toxiproxy, _postgres,
-                                           _cache, _loopback, _strays)
+                                           _cache, _loopback, _class_archive, _strays)
 
 
 def diagnose() -> list[Check]:

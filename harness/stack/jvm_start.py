@@ -7,7 +7,8 @@ its 20-25 s loading and compiling Spark's classes. Two JVM features cut that to 
   and verified once, kept in a dynamic archive in the cache and mapped by every later driver and executor JVM.
   It is built once per Java runtime and pyspark installation, by a short warm-up query in a child process
   (``-XX:ArchiveClassesAtExit``), under a cache lock. A JVM whose class path differs from the archive's
-  ignores it silently; a build that fails is noted (``<archive>.failed``, tried again a day later) and Spark starts without one.
+  ignores it silently; a build that fails is noted (``<archive>.failed``, tried again a day later) and Spark
+  starts without one.
 - **Quick JIT** (``jit="quick"``, ``-XX:TieredStopAtLevel=1``): only the fast C1 compiler. Short runs start
   markedly faster; long runs lose steady-state speed, so benchmarks ask for ``jit="full"``.
 
@@ -29,7 +30,8 @@ from pathlib import Path
 
 from streamcert.harness.stack.cache import cache_dir, cache_lock
 
-__all__ = ["ARCHIVE_SWITCH_VAR", "JIT_MODES", "class_archive_path", "ensure_class_archive", "start_up_options"]
+__all__ = ["ARCHIVE_SWITCH_VAR", "JIT_MODES", "class_archive_path", "class_archive_state", "ensure_class_archive",
+           "start_up_options"]
 
 #: Set to ``off`` to start Spark without the class archive (it is never built or used then).
 ARCHIVE_SWITCH_VAR = "STREAMCERT_CLASS_ARCHIVE"
@@ -60,6 +62,20 @@ def _runtime_fingerprint() -> str:
 def class_archive_path() -> Path:
     """Where the class archive of this Java runtime and pyspark installation lives (it may not exist yet)."""
     return cache_dir() / "jvm" / f"spark-classes-{_runtime_fingerprint()}.jsa"
+
+
+def class_archive_state() -> tuple[str, str]:
+    """``(state, detail)``: ``built`` (its path), ``missing`` (built at the next Spark start), ``failed`` (why),
+    or ``off``."""
+    if not _archive_enabled():
+        return "off", f"{ARCHIVE_SWITCH_VAR} is off"
+    path = class_archive_path()
+    failed = path.with_suffix(".failed")
+    if path.is_file():
+        return "built", str(path)
+    if _failed_recently(failed):
+        return "failed", f"{failed.read_text(errors='replace').strip()} (delete {failed} to try again)"
+    return "missing", f"built at the next Spark start into {path}"
 
 
 def start_up_options(jit: str = "quick") -> str:

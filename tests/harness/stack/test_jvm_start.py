@@ -13,8 +13,8 @@ import time
 import pytest
 
 from streamcert.harness.stack import jvm_start
-from streamcert.harness.stack.jvm_start import (ARCHIVE_SWITCH_VAR, class_archive_path, ensure_class_archive,
-                                                 start_up_options)
+from streamcert.harness.stack.jvm_start import (ARCHIVE_SWITCH_VAR, class_archive_path, class_archive_state,
+                                                 ensure_class_archive, start_up_options)
 
 
 @pytest.fixture
@@ -107,3 +107,24 @@ def test_a_driver_jvm_maps_the_class_archive(stack, tmp_path):
     subprocess.run([sys.executable, "-c", script], check=True, timeout=180, capture_output=True)
     text = log.read_text()
     assert f"Opened archive {class_archive_path()}" in text and "Mapped dynamic region" in text, text[-2000:]
+
+
+def test_the_archive_state_says_what_the_next_start_will_do(cache, monkeypatch):
+    assert class_archive_state() == ("missing", f"built at the next Spark start into {class_archive_path()}")
+    monkeypatch.setattr(jvm_start, "_build", lambda path: "the warm-up query exited with 1.")
+    ensure_class_archive()
+    state, detail = class_archive_state()
+    assert state == "failed" and "exited with 1" in detail and "delete" in detail
+    class_archive_path().write_bytes(b"archive")
+    assert class_archive_state() == ("built", str(class_archive_path()))
+    monkeypatch.setenv(ARCHIVE_SWITCH_VAR, "off")
+    assert class_archive_state()[0] == "off"
+
+
+def test_the_doctor_reports_a_failed_archive_as_a_warning_not_a_blocker(cache, monkeypatch):
+    from streamcert.harness.stack.doctor import _class_archive
+
+    monkeypatch.setattr(jvm_start, "_build", lambda path: "the warm-up query exited with 1.")
+    ensure_class_archive()
+    check = _class_archive()
+    assert check.ok is False and check.required is False and "exited with 1" in check.detail and check.hint
