@@ -110,9 +110,10 @@ class TaskZombie(Fault):
     ``start`` waits for the output to grow while Python workers run tasks of a pending batch (a task making rows
     visible; six batches' time, with the run's observer, unless an earlier watch of the run saw none) and freezes
     every executor whose workers were busy during that batch, else (up to ``busy_s``) for one worker that stays
-    busy in a task of a pending batch and freezes its executor: SIGSTOP to the executor JVM and every process under it (workers first). Then it waits (up to
-    ``hold_s``) until Spark's log says the executors were lost; when Spark lost no task attempt with them (the
-    workers ran nothing Spark waited for), it kills them and tries another moment, ``tries`` times. ``stop`` waits
+    busy in a task of a pending batch and freezes its executor: SIGSTOP to the executor JVM and every process
+    under it (workers first). Then it waits (up to ``hold_s``) until Spark's log says the executors were lost;
+    when Spark lost no task attempt with them (the workers ran nothing Spark waited for), it kills them and tries
+    another moment, ``tries`` times. ``stop`` waits
     until the batch pending then committed, SIGCONTs the frozen Python processes (the JVMs stay frozen, as if their
     pause went on), lets them run until their Python code is done or ``run_s`` passed, and SIGKILLs the lot. Needs
     ``local-cluster[W,C,MB]`` and :data:`ZOMBIE_SPARK_CONF`. The events record the moment, the busy workers, the
