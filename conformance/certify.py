@@ -11,6 +11,7 @@ Runs in the harness's process; the queries run in driver processes of their own.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import shutil
 import time
@@ -33,6 +34,8 @@ from streamcert.harness.run.connectors import load_connector
 from streamcert.spi.connector import Connector
 
 __all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "certify", "replay_command"]
+
+_log = logging.getLogger(__name__)
 
 #: What ``streamcert certify`` certifies when no connector is named.
 REFERENCE_CONNECTORS = ("streamcert-kafka", "streamcert-kafka-2pc", "streamcert-pg-2pc",
@@ -95,7 +98,8 @@ def replay_command(reference: str, requirement_id: str, seed: int, quick: bool) 
 def certify(certification: Certification, out: Path, *, provider: str = "auto", command: str = "",
             on_run: Callable[[str, PlannedRun, RunResult | None], None] | None = None,
             environment: Any = None) -> CertificationResult:
-    """Run ``certification`` and write ``out/results.json``; return the result.
+    """Run ``certification`` and write ``out/results.json`` and its reports (report.html, junit.xml, summary.md);
+    return the result.
 
     ``on_run(phase, planned, result)`` is called with ``"start"`` before each run and ``"done"`` after it (the
     progress display). ``environment``: an already started stack (tests); otherwise one is started here with
@@ -130,7 +134,20 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
         result.verdicts = _verdicts(certification, judged)
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(out / "results.json")
+        _render_reports(out)
     return result
+
+
+def _render_reports(out: Path) -> None:
+    """report.html, junit.xml and summary.md beside results.json; a report that cannot be rendered must not cost
+    the results (``streamcert report`` renders them again)."""
+    from streamcert.reports.render import render_certification
+
+    try:
+        render_certification(out / "results.json")
+    except Exception as exc:  # noqa: BLE001 - results.json is written; the reports are a rendering of it
+        _log.warning("The reports of %s were not rendered (%s: %s); `streamcert report %s` tries again.", out,
+                     type(exc).__name__, exc, out / "results.json")
 
 
 def _check_out(out: Path) -> None:

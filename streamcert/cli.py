@@ -147,8 +147,16 @@ def _certify(args: argparse.Namespace) -> int:
     _print_verdicts(result)
     counts = result.counts()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
-          f"skipped in {result.duration_s:.0f} s; {out / 'results.json'}", file=sys.stderr)
+          f"skipped in {result.duration_s:.0f} s; {out / 'results.json'}, {out / 'report.html'}", file=sys.stderr)
     return EXIT_OK if result.passed() else EXIT_FAILED
+
+
+def _report(args: argparse.Namespace) -> int:
+    from streamcert.reports.render import render_certification
+
+    for path in render_certification(args.results, args.out):
+        print(path)
+    return EXIT_OK
 
 
 class _RunProgress:
@@ -284,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
     cert.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),
                       help="where the servers come from (default: auto)")
     cert.set_defaults(func=_certify)
+
+    report = commands.add_parser("report", help="render a certification's report.html, junit.xml and summary.md "
+                                                "from its results.json")
+    report.add_argument("results", metavar="RESULTS.json", help="a certification's results.json (or its folder)")
+    report.add_argument("--out", metavar="DIR", help="where the reports go (default: beside results.json)")
+    report.set_defaults(func=_report)
     return parser
 
 

@@ -50,3 +50,8 @@ def test_an_external_package_is_found_by_its_entry_point_and_certified(tmp_path)
     assert replay == "streamcert certify --connector acme-idempotent-pg --requirements SNK-4 --seed 4 --quick"
     [run] = verdicts["SNK-4"]["evidence"]["runs"]
     assert any(f["fault"] == "driver_kill_on_output" and f.get("reached") for f in run["faults"]), run["faults"]
+    # the reports are rendered beside results.json, from it
+    page = (out / "report.html").read_text()
+    assert 'class="v pass"' in page and "acme-idempotent-pg" in page and page.count("<svg") >= 1
+    assert 'classname="streamcert.acme-idempotent-pg" name="SNK-1' in (out / "junit.xml").read_text()
+    assert "**certified**" in (out / "summary.md").read_text()

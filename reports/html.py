@@ -1,0 +1,164 @@
+"""The certification page: one self-contained HTML file (inline CSS and SVG charts, no script, no network).
+
+Top to bottom: the outcome and counts; the requirement x connector verdict matrix (each cell links to its
+evidence); every failed or unknown verdict with its findings, faults and replay command; per connector, its
+scenario runs with their charts (deliveries and backlog over time, faults shaded), latency and recovery; then the
+environment (versions, machine, seed, command).
+"""
+
+from __future__ import annotations
+
+import datetime
+from html import escape
+from typing import Any
+
+from streamcert.reports.certification import Certification
+from streamcert.reports.charts import run_timeline_svg
+from streamcert.reports.findings import fault_lines, finding_lines, replay
+
+__all__ = ["report_html"]
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d2330;margin:0;background:#f6f7f9}
+main{max-width:1180px;margin:0 auto;padding:24px 28px 60px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:32px 0 10px;border-bottom:1px solid #dde1e7;
+padding-bottom:4px}h3{font-size:15px;margin:22px 0 6px}
+.muted{color:#5b6475}.badge{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff}
+.ok{background:#1a7f37}.bad{background:#cf222e}.incomplete{background:#9a6700}
+table{border-collapse:collapse;background:#fff;font-size:13px}th,td{border:1px solid #dde1e7;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#eef1f5;font-weight:600}
+.matrix td.v{text-align:center;font-weight:600;white-space:nowrap}.matrix td.v a{color:inherit;text-decoration:none}
+.pass{background:#dafbe1;color:#116329}.fail{background:#ffebe9;color:#a40e26}.unknown{background:#fff8c5;
+color:#7d4e00}.skip{background:#f0f1f3;color:#6e7781;font-weight:400!important}.none{background:#fff}
+.counts span{margin-right:14px}.stmt{color:#5b6475;font-size:12px}
+.finding{background:#fff;border:1px solid #dde1e7;border-left:4px solid #cf222e;margin:10px 0;padding:8px 12px}
+.finding.unknown{border-left-color:#bf8700;background:#fff}
+pre{background:#f3f4f6;padding:6px 8px;overflow-x:auto;font-size:12px;margin:6px 0;white-space:pre-wrap}
+code{font-size:12px}.run{background:#fff;border:1px solid #dde1e7;padding:8px 12px;margin:12px 0}
+.run svg{max-width:100%;height:auto}.kv td:first-child{color:#5b6475;white-space:nowrap}
+"""
+
+_LABEL = {"pass": "pass", "fail": "FAIL", "unknown": "unknown", "skip": "skip"}
+
+
+def _anchor(connector: str, requirement: str) -> str:
+    return f"v-{connector}-{requirement}".replace(" ", "_")
+
+
+def _header(cert: Certification) -> str:
+    results = cert.results
+    counts = cert.counts()
+    if not results.get("complete"):
+        badge = '<span class="badge incomplete">incomplete</span>'
+    else:
+        badge = ('<span class="badge ok">certified</span>' if cert.passed()
+                 else '<span class="badge bad">not certified</span>')
+    started = results.get("started_at")
+    when = (datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            if isinstance(started, (int, float)) else "")
+    plan = "quick plan" if results.get("quick") else "full plan"
+    error = (f'<p class="finding">The certification stopped early: {escape(str(results["error"]))}</p>'
+             if results.get("error") else "")
+    return (f"<h1>streamcert certification {badge}</h1>"
+            f'<p class="muted">{escape(", ".join(cert.connectors))} · seed {escape(str(results.get("seed")))} · '
+            f'{plan} · {len(results.get("runs", []))} scenario runs · {(results.get("duration_s") or 0) / 60:.1f} '
+            f"min · {escape(when)}</p>"
+            '<p class="counts">' + "".join(f'<span class="{k}">&nbsp;{counts[k]} {k}&nbsp;</span>'
+                                           for k in ("pass", "fail", "unknown", "skip")) + "</p>" + error)
+
+
+def _matrix(cert: Certification) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in cert.connectors)
+    rows = []
+    for requirement in cert.requirements():
+        cells = []
+        for connector in cert.connectors:
+            verdict = cert.verdict(connector, requirement)
+            if verdict is None:
+                cells.append('<td class="v none"></td>')
+                continue
+            kind = verdict["verdict"]
+            title = escape(verdict.get("reason", ""), quote=True)
+            cells.append(f'<td class="v {kind}" title="{title}"><a href="#{_anchor(connector, requirement)}">'
+                         f"{_LABEL[kind]}</a></td>")
+        rows.append(f"<tr><th>{requirement}<div class=\"stmt\">{escape(cert.statement(requirement))}</div></th>"
+                    + "".join(cells) + "</tr>")
+    return (f'<h2>Verdicts</h2><table class="matrix"><tr><th>requirement</th>{head}</tr>{"".join(rows)}</table>'
+            '<p class="muted">Hover a cell for its reason; click it for its evidence.</p>')
+
+
+def _verdict_block(verdict: dict[str, Any], statement: str) -> str:
+    kind = verdict["verdict"]
+    findings = finding_lines(verdict, violations=5)
+    faults = fault_lines(verdict)
+    runs = ", ".join(f"{r.get('scenario')} (seed {r.get('seed')})" for r in verdict.get("evidence", {})
+                     .get("runs", []))
+    parts = [f'<div class="finding {kind}" id="{_anchor(verdict["connector"], verdict["requirement"])}">',
+             f"<b>{escape(verdict['connector'])} · {verdict['requirement']} · {_LABEL[kind]}</b>",
+             f'<div class="stmt">{escape(statement)}</div>', f"<p>{escape(verdict.get('reason', ''))}</p>"]
+    if runs:
+        parts.append(f'<div class="muted">runs: {escape(runs)}</div>')
+    if findings:
+        parts.append(f"<pre>{escape(chr(10).join(findings))}</pre>")
+    if faults:
+        parts.append(f"<details><summary>{len(faults)} fault(s)</summary><pre>{escape(chr(10).join(faults))}"
+                     "</pre></details>")
+    if replay(verdict):
+        parts.append(f"<div>replay: <code>{escape(replay(verdict))}</code></div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _verdicts(cert: Certification) -> str:
+    order = {"fail": 0, "unknown": 1, "pass": 2, "skip": 3}
+    blocks = [_verdict_block(v, cert.statement(v["requirement"]))
+              for v in sorted(cert.verdicts, key=lambda v: order[v["verdict"]])]
+    return "<h2>Evidence per verdict</h2>" + "".join(blocks)
+
+
+def _latency(run: dict[str, Any]) -> str:
+    latency = (run.get("metrics") or {}).get("latency_ms") or {}
+    if not latency.get("count"):
+        return ""
+    cells = "".join(f"<td>{latency[k] / 1000:.2f} s</td>" for k in ("p50", "p95", "p99", "max")
+                    if latency.get(k) is not None)
+    return (f"<table><tr><th>latency</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>"
+            f"<tr><td>{latency['count']} records</td>{cells}</tr></table>")
+
+
+def _runs(cert: Certification) -> str:
+    sections = ["<h2>Scenario runs</h2>"]
+    for connector in cert.connectors:
+        sections.append(f"<h3>{escape(connector)}</h3>")
+        for summary in [r for r in cert.results.get("runs", []) if r.get("connector") == connector]:
+            detail = cert.runs.get(summary.get("folder"), {})
+            valid = summary.get("valid")
+            state = "pass" if valid is True else "fail" if valid is False else "unknown"
+            head = (f'<b>{escape(summary.get("scenario", ""))}</b> <span class="{state}">&nbsp;checks '
+                    f'{escape(str(valid).lower())}&nbsp;</span> <span class="muted">judges '
+                    f'{escape(", ".join(summary.get("judges", [])))} · {summary.get("duration_s") or 0:.0f} s · '
+                    f'{summary.get("driver_attempts", 0)} driver attempt(s) · {summary.get("faults", 0)} fault(s) · '
+                    f'seed {summary.get("seed")}</span>')
+            error = f"<pre>{escape(str(summary['error']))}</pre>" if summary.get("error") else ""
+            chart = run_timeline_svg(detail) if detail else None
+            sections.append(f'<div class="run">{head}{error}{chart or ""}{_latency(detail)}</div>')
+    return "".join(sections)
+
+
+def _environment(cert: Certification) -> str:
+    results = cert.results
+    rows = [("command", results.get("command")), ("seed", results.get("seed")),
+            ("provider", results.get("provider")), *sorted((results.get("versions") or {}).items()),
+            *sorted((results.get("machine") or {}).items())]
+    body = "".join(f"<tr><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>" for k, v in rows if v not in
+                   (None, ""))
+    return f'<h2>Environment</h2><table class="kv">{body}</table>'
+
+
+def report_html(cert: Certification) -> str:
+    """The whole page as one string."""
+    body = "".join([_header(cert), _matrix(cert), _verdicts(cert), _runs(cert), _environment(cert)])
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f"<title>streamcert certification</title><style>{_CSS}</style></head><body><main>{body}</main>"
+            "</body></html>\n")
