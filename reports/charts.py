@@ -44,7 +44,7 @@ def run_timeline_svg(run: dict[str, Any], title: str = "") -> str | None:
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a tenth of the size, selectable
     import matplotlib.pyplot as plt
 
-    figure, (rate, backlog) = plt.subplots(2, 1, figsize=(9.0, 3.4), sharex=True,
+    figure, (rate, backlog) = plt.subplots(2, 1, figsize=(11.0, 2.9), sharex=True,
                                            gridspec_kw={"height_ratios": [3, 2], "hspace": 0.08})
     rate.fill_between(seconds, timeline.get("delivered") or [0] * len(seconds), step="mid", color="#2ca02c",
                       alpha=0.75, lw=0, label="delivered / s")

@@ -2,8 +2,9 @@
 
 Top to bottom: the outcome and counts; the requirement x connector verdict matrix (each cell links to its
 evidence); every failed or unknown verdict with its findings, faults and replay command; per connector, its
-scenario runs with their charts (deliveries and backlog over time, faults shaded), latency and recovery; then the
-environment (versions, machine, seed, command).
+scenario runs with their charts (deliveries and backlog over time, faults shaded), latency and recovery; every
+passed or skipped verdict, a line each that opens to its evidence; then the environment (versions, machine,
+seed, command).
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ text-align:left;vertical-align:top}th{background:#eef1f5;font-weight:600}
 color:#7d4e00}.skip{background:#f0f1f3;color:#6e7781;font-weight:400!important}.none{background:#fff}
 .counts span{margin-right:14px}.stmt{color:#5b6475;font-size:12px}
 .finding{background:#fff;border:1px solid #dde1e7;border-left:4px solid #cf222e;margin:10px 0;padding:8px 12px}
-.finding.unknown{border-left-color:#bf8700;background:#fff}
+.finding.unknown{border-left-color:#bf8700}.finding.pass{border-left-color:#1a7f37}
+.finding.skip{border-left-color:#8c959f}td.na{background:#fafbfc;color:#afb8c1;text-align:center;font-size:12px}
 pre{background:#f3f4f6;padding:6px 8px;overflow-x:auto;font-size:12px;margin:6px 0;white-space:pre-wrap}
 code{font-size:12px}.run{background:#fff;border:1px solid #dde1e7;padding:8px 12px;margin:12px 0}
-.run svg{max-width:100%;height:auto}.kv td:first-child{color:#5b6475;white-space:nowrap}
+.run svg{width:100%;height:auto}details.brief{background:#fff;border:1px solid #dde1e7;border-left:4px solid #1a7f37;
+margin:4px 0;padding:4px 12px}details.brief.skip{border-left-color:#8c959f}details.brief summary{cursor:pointer}
+.kv td:first-child{color:#5b6475;white-space:nowrap}
 """
 
 _LABEL = {"pass": "pass", "fail": "FAIL", "unknown": "unknown", "skip": "skip"}
@@ -75,7 +79,7 @@ def _matrix(cert: Certification) -> str:
         for connector in cert.connectors:
             verdict = cert.verdict(connector, requirement)
             if verdict is None:
-                cells.append('<td class="v none"></td>')
+                cells.append('<td class="na" title="not a requirement of this connector\'s kind">–</td>')
                 continue
             kind = verdict["verdict"]
             title = escape(verdict.get("reason", ""), quote=True)
@@ -87,15 +91,12 @@ def _matrix(cert: Certification) -> str:
             '<p class="muted">Hover a cell for its reason; click it for its evidence.</p>')
 
 
-def _verdict_block(verdict: dict[str, Any], statement: str) -> str:
-    kind = verdict["verdict"]
+def _verdict_body(verdict: dict[str, Any], statement: str) -> list[str]:
     findings = finding_lines(verdict, violations=5)
     faults = fault_lines(verdict)
     runs = ", ".join(f"{r.get('scenario')} (seed {r.get('seed')})" for r in verdict.get("evidence", {})
                      .get("runs", []))
-    parts = [f'<div class="finding {kind}" id="{_anchor(verdict["connector"], verdict["requirement"])}">',
-             f"<b>{escape(verdict['connector'])} · {verdict['requirement']} · {_LABEL[kind]}</b>",
-             f'<div class="stmt">{escape(statement)}</div>', f"<p>{escape(verdict.get('reason', ''))}</p>"]
+    parts = [f'<div class="stmt">{escape(statement)}</div>', f"<p>{escape(verdict.get('reason', ''))}</p>"]
     if runs:
         parts.append(f'<div class="muted">runs: {escape(runs)}</div>')
     if findings:
@@ -105,15 +106,32 @@ def _verdict_block(verdict: dict[str, Any], statement: str) -> str:
                      "</pre></details>")
     if replay(verdict):
         parts.append(f"<div>replay: <code>{escape(replay(verdict))}</code></div>")
-    parts.append("</div>")
-    return "".join(parts)
+    return parts
 
 
-def _verdicts(cert: Certification) -> str:
-    order = {"fail": 0, "unknown": 1, "pass": 2, "skip": 3}
+def _verdict_block(verdict: dict[str, Any], statement: str) -> str:
+    """A failed or unknown verdict, open; a passed or skipped one, one line that opens."""
+    kind = verdict["verdict"]
+    anchor = _anchor(verdict["connector"], verdict["requirement"])
+    title = f"{escape(verdict['connector'])} · {verdict['requirement']} · {_LABEL[kind]}"
+    body = "".join(_verdict_body(verdict, statement))
+    if kind in ("pass", "skip"):
+        return (f'<details class="brief {kind}" id="{anchor}"><summary><b>{title}</b> <span class="muted">'
+                f"{escape(statement)}</span></summary>{body}</details>")
+    return f'<div class="finding {kind}" id="{anchor}"><b>{title}</b>{body}</div>'
+
+
+def _findings(cert: Certification) -> str:
     blocks = [_verdict_block(v, cert.statement(v["requirement"]))
-              for v in sorted(cert.verdicts, key=lambda v: order[v["verdict"]])]
-    return "<h2>Evidence per verdict</h2>" + "".join(blocks)
+              for kind in ("fail", "unknown") for v in cert.verdicts if v["verdict"] == kind]
+    return "<h2>Findings</h2>" + ("".join(blocks) or '<p class="muted">No requirement failed or stayed '
+                                                     "undecided.</p>")
+
+
+def _settled(cert: Certification) -> str:
+    blocks = [_verdict_block(v, cert.statement(v["requirement"]))
+              for kind in ("pass", "skip") for v in cert.verdicts if v["verdict"] == kind]
+    return "<h2>Passed and skipped</h2>" + "".join(blocks) if blocks else ""
 
 
 def _latency(run: dict[str, Any]) -> str:
@@ -126,6 +144,17 @@ def _latency(run: dict[str, Any]) -> str:
             f"<tr><td>{latency['count']} records</td>{cells}</tr></table>")
 
 
+def _recovery(run: dict[str, Any]) -> str:
+    rows = [r for r in (run.get("metrics") or {}).get("recovery") or [] if r.get("stop_s") is not None]
+    if not rows:
+        return ""
+    cells = "".join(f"<tr><td>{escape(str(r.get('fault')))}</td><td>{r['start_s']:.1f}–{r['stop_s']:.1f} s</td>"
+                    f"<td>{'not back' if r.get('recovery_s') is None else format(r['recovery_s'], '.1f') + ' s'}"
+                    "</td></tr>" for r in rows)
+    return f"<details><summary>recovery after {len(rows)} fault(s)</summary><table><tr><th>fault</th><th>window" \
+           f"</th><th>back to pre-fault rate and backlog after</th></tr>{cells}</table></details>"
+
+
 def _runs(cert: Certification) -> str:
     sections = ["<h2>Scenario runs</h2>"]
     for connector in cert.connectors:
@@ -133,15 +162,16 @@ def _runs(cert: Certification) -> str:
         for summary in [r for r in cert.results.get("runs", []) if r.get("connector") == connector]:
             detail = cert.runs.get(summary.get("folder"), {})
             valid = summary.get("valid")
-            state = "pass" if valid is True else "fail" if valid is False else "unknown"
-            head = (f'<b>{escape(summary.get("scenario", ""))}</b> <span class="{state}">&nbsp;checks '
-                    f'{escape(str(valid).lower())}&nbsp;</span> <span class="muted">judges '
+            state, said = {True: ("pass", "checks valid"), False: ("fail", "checks invalid")}.get(
+                valid, ("unknown", "checks undecided"))
+            head = (f'<b>{escape(summary.get("scenario", ""))}</b> <span class="{state}">&nbsp;{said}&nbsp;</span> '
+                    f'<span class="muted">judges '
                     f'{escape(", ".join(summary.get("judges", [])))} · {summary.get("duration_s") or 0:.0f} s · '
                     f'{summary.get("driver_attempts", 0)} driver attempt(s) · {summary.get("faults", 0)} fault(s) · '
                     f'seed {summary.get("seed")}</span>')
             error = f"<pre>{escape(str(summary['error']))}</pre>" if summary.get("error") else ""
             chart = run_timeline_svg(detail) if detail else None
-            sections.append(f'<div class="run">{head}{error}{chart or ""}{_latency(detail)}</div>')
+            sections.append(f'<div class="run">{head}{error}{chart or ""}{_latency(detail)}{_recovery(detail)}</div>')
     return "".join(sections)
 
 
@@ -157,7 +187,7 @@ def _environment(cert: Certification) -> str:
 
 def report_html(cert: Certification) -> str:
     """The whole page as one string."""
-    body = "".join([_header(cert), _matrix(cert), _verdicts(cert), _runs(cert), _environment(cert)])
+    body = "".join([_header(cert), _matrix(cert), _findings(cert), _runs(cert), _settled(cert), _environment(cert)])
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>streamcert certification</title><style>{_CSS}</style></head><body><main>{body}</main>"

@@ -66,12 +66,15 @@ def run_results(faults: list[tuple[str, str, float, float]], seconds: int = 40) 
         history.append({"kind": "fault-start", "time": _T0 + start, "fault": fault, "target": target})
         history.append({"kind": "fault-stop", "time": _T0 + stop, "fault": fault, "target": target})
     delivered = [0, 0] + [20] * (seconds - 2)
+    recovery = [{"fault": fault, "target": target, "start_s": start, "stop_s": stop, "recovery_s": 3.5}
+                for fault, target, start, stop in faults]
     return {"schema_version": "2", "history": history,
             "metrics": {"latency_ms": {"p50": 1500.0, "p75": 1800.0, "p95": 2500.0, "p99": 4100.0,
                                        "p99.9": 4200.0, "max": 4321.0, "count": 600},
                         "timeline": {"second": list(range(seconds)), "delivered": delivered,
                                      "acked_total": [600] * seconds, "delivered_total": delivered,
-                                     "backlog": [max(0, 600 - 20 * n) for n in range(seconds)]}}}
+                                     "backlog": [max(0, 600 - 20 * n) for n in range(seconds)]},
+                        "recovery": recovery}}
 
 
 def write_certification(folder: Path, complete: bool = True) -> Path:

@@ -27,7 +27,7 @@ def test_the_page_needs_no_network(page):
 
 
 def test_every_section_is_there_with_the_numbers_of_the_results(page):
-    for heading in ("Verdicts", "Evidence per verdict", "Scenario runs", "Environment"):
+    for heading in ("Verdicts", "Findings", "Scenario runs", "Passed and skipped", "Environment"):
         assert f"<h2>{heading}</h2>" in page
     assert "not certified" in page and "seed 5 · quick plan · 3 scenario runs · 2.7 min" in page
     for count, kind in ((2, "pass"), (1, "fail"), (1, "unknown"), (1, "skip")):
@@ -35,6 +35,7 @@ def test_every_section_is_there_with_the_numbers_of_the_results(page):
     assert "90 s · 4 driver attempt(s) · 3 fault(s) · seed 78" in page
     assert "StartupFailed: the driver exited" in page  # the run that broke, with its error
     assert "<td>1.50 s</td><td>2.50 s</td><td>4.10 s</td><td>4.32 s</td>" in page  # p50 p95 p99 max
+    assert "<td>latency</td><td>15.0–18.5 s</td><td>3.5 s</td>" in page  # recovery after the toxic
     assert "abc123" in page and "streamcert certify --connector good-source --connector dup-sink" in page
 
 
@@ -45,7 +46,7 @@ def test_each_matrix_cell_links_to_its_evidence(page):
                                     ("pass", "v-dup-sink-GEN-1")])
     for _, anchor in cells:
         assert f'id="{anchor}"' in page
-    assert page.count('<td class="v none"></td>') == 2 * 5 - 5  # requirements a connector has no verdict for
+    assert page.count('<td class="na"') == 2 * 5 - 5  # requirements a connector has no verdict for
     assert "duplicate invalid (deliveries=660, duplicated_ids=60)" in page and "r-000017" in page
 
 
