@@ -47,7 +47,8 @@ def _archive_enabled() -> bool:
 
 
 def _runtime_fingerprint() -> str:
-    """What an archive is valid for: the Java runtime and the jars on the driver's class path."""
+    """What an archive is valid for: the Java runtime and the jars on the driver's class path, by path (a JVM
+    whose class path names other files, say another virtualenv's pyspark, ignores the archive)."""
     import pyspark
 
     from streamcert.harness.stack.install import find_java
@@ -55,7 +56,7 @@ def _runtime_fingerprint() -> str:
     java = find_java()
     jars = Path(pyspark.__file__).parent / "jars"
     listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
-    text = "\n".join([os.path.realpath(java.path), java.version_line, pyspark.__version__, *listing])
+    text = "\n".join([os.path.realpath(java.path), java.version_line, pyspark.__version__, str(jars), *listing])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

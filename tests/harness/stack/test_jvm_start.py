@@ -128,3 +128,16 @@ def test_the_doctor_reports_a_failed_archive_as_a_warning_not_a_blocker(cache, m
     ensure_class_archive()
     check = _class_archive()
     assert check.ok is False and check.required is False and "exited with 1" in check.detail and check.hint
+
+
+def test_another_pyspark_installation_gets_an_archive_of_its_own(monkeypatch, tmp_path):
+    """A JVM silently ignores an archive dumped with another class path: the path of pyspark's jars is part of
+    the archive's name."""
+    import pyspark
+
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path))
+    here = class_archive_path()
+    elsewhere = tmp_path / "venv" / "pyspark"
+    (elsewhere / "jars").mkdir(parents=True)
+    monkeypatch.setattr(pyspark, "__file__", str(elsewhere / "__init__.py"))
+    assert class_archive_path() != here
