@@ -32,7 +32,10 @@ def test_a_process_carrying_a_run_token_is_a_stray(tmp_path):
             time.sleep(0.05)
         assert proc.pid in stray_processes()
         strays = next(check for check in diagnose() if check.name == "leftover processes")
-        assert strays.ok is False and str(proc.pid) in strays.detail and strays.hint
+        assert strays.ok is False and strays.hint
+        others = [pid for pid in stray_processes() if pid != proc.pid]
+        # the detail names ten; another run on this machine (a certification, say) may own the first ten
+        assert str(proc.pid) in strays.detail if len(others) < 10 else "from earlier runs" in strays.detail
     finally:
         proc.stop()
     assert proc.pid not in stray_processes()
