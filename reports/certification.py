@@ -10,10 +10,22 @@ from typing import Any
 
 from streamcert.harness.errors import ConfigurationError
 
-__all__ = ["Certification", "VERDICTS", "load_certification"]
+__all__ = ["Certification", "VERDICTS", "load_certification", "requirement_order", "verdict_anchor"]
 
 #: Verdicts in the order a reader cares about them.
 VERDICTS = ("fail", "unknown", "pass", "skip")
+
+
+def requirement_order(requirement: str) -> tuple:
+    """Catalogue order: sources, sinks, aggregators, general; then by number."""
+    prefix, _, number = requirement.partition("-")
+    return ({"SRC": 0, "SNK": 1, "AGG": 2, "GEN": 3}.get(prefix, 9), int(number) if number.isdigit() else 0,
+            requirement)
+
+
+def verdict_anchor(connector: str, requirement: str) -> str:
+    """The id of a verdict's evidence in its certification's report.html."""
+    return f"v-{connector}-{requirement}".replace(" ", "_")
 
 
 @dataclass
@@ -44,10 +56,7 @@ class Certification:
 
     def requirements(self) -> list[str]:
         """Every requirement with a verdict, in catalogue order (kind, then number)."""
-        order = {"SRC": 0, "SNK": 1, "AGG": 2, "GEN": 3}
-        ids = {v["requirement"] for v in self.verdicts}
-        return sorted(ids, key=lambda rid: (order.get(rid.split("-")[0], 9), int(rid.split("-")[1])
-                                            if rid.split("-")[-1].isdigit() else 0, rid))
+        return sorted({v["requirement"] for v in self.verdicts}, key=requirement_order)
 
     def statement(self, requirement: str) -> str:
         from streamcert.conformance.catalogue import CATALOGUE

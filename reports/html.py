@@ -13,11 +13,11 @@ import datetime
 from html import escape
 from typing import Any
 
-from streamcert.reports.certification import Certification
+from streamcert.reports.certification import Certification, verdict_anchor
 from streamcert.reports.charts import run_timeline_svg
 from streamcert.reports.findings import fault_lines, finding_lines, replay
 
-__all__ = ["report_html"]
+__all__ = ["matrix_css", "report_html"]
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d2330;margin:0;background:#f6f7f9}
@@ -45,8 +45,9 @@ margin:4px 0;padding:4px 12px}details.brief.skip{border-left-color:#8c959f}detai
 _LABEL = {"pass": "pass", "fail": "FAIL", "unknown": "unknown", "skip": "skip"}
 
 
-def _anchor(connector: str, requirement: str) -> str:
-    return f"v-{connector}-{requirement}".replace(" ", "_")
+def matrix_css() -> str:
+    """The page's style, for other pages drawn the same way (the capability matrix)."""
+    return _CSS
 
 
 def _header(cert: Certification) -> str:
@@ -83,7 +84,7 @@ def _matrix(cert: Certification) -> str:
                 continue
             kind = verdict["verdict"]
             title = escape(verdict.get("reason", ""), quote=True)
-            cells.append(f'<td class="v {kind}" title="{title}"><a href="#{_anchor(connector, requirement)}">'
+            cells.append(f'<td class="v {kind}" title="{title}"><a href="#{verdict_anchor(connector, requirement)}">'
                          f"{_LABEL[kind]}</a></td>")
         rows.append(f"<tr><th>{requirement}<div class=\"stmt\">{escape(cert.statement(requirement))}</div></th>"
                     + "".join(cells) + "</tr>")
@@ -112,7 +113,7 @@ def _verdict_body(verdict: dict[str, Any], statement: str) -> list[str]:
 def _verdict_block(verdict: dict[str, Any], statement: str) -> str:
     """A failed or unknown verdict, open; a passed or skipped one, one line that opens."""
     kind = verdict["verdict"]
-    anchor = _anchor(verdict["connector"], verdict["requirement"])
+    anchor = verdict_anchor(verdict["connector"], verdict["requirement"])
     title = f"{escape(verdict['connector'])} · {verdict['requirement']} · {_LABEL[kind]}"
     body = "".join(_verdict_body(verdict, statement))
     if kind in ("pass", "skip"):

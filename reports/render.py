@@ -10,9 +10,10 @@ from streamcert.reports.html import report_html
 from streamcert.reports.junit import junit_xml
 from streamcert.reports.summary import summary_markdown
 
-__all__ = ["REPORT_FILES", "render_certification"]
+__all__ = ["MATRIX_FILES", "REPORT_FILES", "render_certification", "render_matrix"]
 
 REPORT_FILES = ("report.html", "junit.xml", "summary.md")
+MATRIX_FILES = ("matrix.html", "matrix.md")
 
 
 def render_certification(results: Path | str, out: Path | str | None = None) -> list[Path]:
@@ -28,4 +29,18 @@ def render_certification(results: Path | str, out: Path | str | None = None) -> 
         path = folder / name
         path.write_text(pages[name], encoding="utf-8")
         written.append(path)
+    return written
+
+
+def render_matrix(results: list[Path | str], out: Path | str) -> list[Path]:
+    """The capability matrix of the certifications at ``results`` into ``out`` (matrix.html, matrix.md)."""
+    from streamcert.reports.matrix import matrix_html, matrix_markdown
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = {"matrix.html": matrix_html(results, folder), "matrix.md": matrix_markdown(results, folder)}
+    written = []
+    for name in MATRIX_FILES:
+        (folder / name).write_text(pages[name], encoding="utf-8")
+        written.append(folder / name)
     return written

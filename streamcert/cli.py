@@ -159,6 +159,14 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _matrix(args: argparse.Namespace) -> int:
+    from streamcert.reports.render import render_matrix
+
+    for path in render_matrix(args.results, args.out):
+        print(path)
+    return EXIT_OK
+
+
 class _RunProgress:
     """A live line per certification: which scenario of which connector runs, and how each run ended."""
 
@@ -298,6 +306,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("results", metavar="RESULTS.json", help="a certification's results.json (or its folder)")
     report.add_argument("--out", metavar="DIR", help="where the reports go (default: beside results.json)")
     report.set_defaults(func=_report)
+
+    matrix = commands.add_parser("matrix", help="one page of connectors x requirements from any number of "
+                                                "certification results, each cell linked to its evidence")
+    matrix.add_argument("results", nargs="+", metavar="RESULTS.json", help="certifications' results.json files "
+                                                                          "(or their folders)")
+    matrix.add_argument("--out", default="results/matrix", metavar="DIR",
+                        help="where matrix.html and matrix.md go (default results/matrix)")
+    matrix.set_defaults(func=_matrix)
     return parser
 
 
