@@ -44,6 +44,7 @@ __all__ = [
     "SPARK_KAFKA_JARS",
     "ensure_spark_kafka",
     "ensure_jars",
+    "apt_install",
 ]
 
 KAFKA_VERSION = "4.3.1"
@@ -358,21 +359,25 @@ def ensure_postgres() -> Path:
         found = postgres_bin_dir()
         if found is not None:
             return found
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for argv, what in (([apt, "update", "-q"], "apt-get update"),
-                           ([apt, "install", "-y", "-q", "--no-install-recommends", "postgresql"],
-                            "apt-get install postgresql")):
-            code, output = run_logged(argv, description=f"Installing PostgreSQL: {what}", timeout=900, env=env)
-            if code != 0:
-                raise PrerequisiteMissing(f"`{' '.join(argv)}` failed (exit code {code}).",
-                                          hint="Install the postgresql package by hand, or set STREAMCERT_PG_BIN.",
-                                          details=output)
+        apt_install("postgresql", "PostgreSQL", "Install the postgresql package by hand, or set STREAMCERT_PG_BIN.")
         _stop_distribution_cluster()
     found = postgres_bin_dir()
     if found is None:
         raise StartupFailed("apt-get installed postgresql but no server binaries were found under /usr/lib/postgresql.",
                             hint="Set STREAMCERT_PG_BIN to the folder with `postgres` and `initdb`.")
     return found
+
+
+def apt_install(package: str, what: str, hint: str) -> None:
+    """``apt-get update`` and ``apt-get install package`` (root on Debian/Ubuntu; the caller checked), with
+    progress lines; a PrerequisiteMissing with ``hint`` and apt's output when either fails."""
+    apt = shutil.which("apt-get") or "apt-get"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = [apt, "install", "-y", "-q", "--no-install-recommends", package]
+    for argv, step in (([apt, "update", "-q"], "apt-get update"), (install, f"apt-get install {package}")):
+        code, output = run_logged(argv, description=f"Installing {what}: {step}", timeout=900, env=env)
+        if code != 0:
+            raise PrerequisiteMissing(f"`{' '.join(argv)}` failed (exit code {code}).", hint=hint, details=output)
 
 
 def _stop_distribution_cluster() -> None:
