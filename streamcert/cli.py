@@ -167,6 +167,16 @@ def _matrix(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from streamcert.reports.compare import compare_files
+    from streamcert.reports.regression import parse_check
+
+    comparison = compare_files(args.baseline, args.candidate, [parse_check(text) for text in args.check])
+    for line in comparison.lines() or [f"no {comparison.kind} difference"]:
+        print(line)
+    return EXIT_FAILED if comparison.regressed else EXIT_OK
+
+
 class _RunProgress:
     """A live line per certification: which scenario of which connector runs, and how each run ended."""
 
@@ -314,6 +324,15 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--out", default="results/matrix", metavar="DIR",
                         help="where matrix.html and matrix.md go (default results/matrix)")
     matrix.set_defaults(func=_matrix)
+
+    compare = commands.add_parser("compare", help="compare a baseline with a candidate: verdicts that changed, or "
+                                                  "benchmark metrics judged by regression checks")
+    compare.add_argument("baseline", metavar="BASELINE.json")
+    compare.add_argument("candidate", metavar="CANDIDATE.json")
+    compare.add_argument("--check", action="append", default=[], metavar="METRIC:±N%",
+                         help="a regression check on benchmark results, e.g. throughput:-5%% or p99_latency:+10%% "
+                              "(repeatable); exit 1 when one fails")
+    compare.set_defaults(func=_compare)
     return parser
 
 

@@ -1,0 +1,85 @@
+"""Comparisons: verdicts that got worse are regressions and come first; regression checks on benchmark metrics
+pass and fail on crafted pairs; the exit codes of `streamcert compare` say which (0 same or better, 1 regression,
+2 bad input)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamcert.cli import main
+from streamcert.harness.errors import ConfigurationError
+from streamcert.reports.compare import bench_metrics, compare_files
+from streamcert.reports.regression import parse_check
+from tests.reports.fixtures import write_certification
+
+
+def _bench(path, throughput: float, p99: float):
+    path.write_text(json.dumps({"schema_version": 1, "benchmark": "connectors", "cases": {
+        "source_noop": {"records_per_s": throughput, "latency_ms": {"p50": 10.0, "p99": p99}},
+        "raw_consume": {"records_per_s": 1000.0}}}))
+    return path
+
+
+def _candidate(tmp_path, changes: dict[tuple[str, str], str]):
+    path = write_certification(tmp_path / "candidate")
+    results = json.loads(path.read_text())
+    for verdict in results["verdicts"]:
+        verdict["verdict"] = changes.get((verdict["connector"], verdict["requirement"]), verdict["verdict"])
+    path.write_text(json.dumps(results))
+    return path
+
+
+def test_a_verdict_that_got_worse_is_a_regression_listed_first(tmp_path):
+    baseline = write_certification(tmp_path / "baseline")
+    candidate = _candidate(tmp_path, {("dup-sink", "SNK-1"): "pass", ("good-source", "SRC-1"): "fail"})
+    comparison = compare_files(baseline, candidate)
+    assert [(c.connector, c.requirement, c.before, c.after, c.regressed) for c in comparison.verdicts] == [
+        ("good-source", "SRC-1", "pass", "fail", True), ("dup-sink", "SNK-1", "fail", "pass", False)]
+    assert comparison.regressed
+    assert not compare_files(baseline, _candidate(tmp_path / "b", {("dup-sink", "SNK-1"): "pass"})).regressed
+
+
+@pytest.mark.parametrize(("text", "before", "after", "regressed"), [
+    ("throughput:-5%", 1000.0, 960.0, False), ("throughput:-5%", 1000.0, 940.0, True),
+    ("throughput:-5%", 1000.0, 2000.0, False), ("p99_latency:+10%", 100.0, 109.0, False),
+    ("p99_latency:+10%", 100.0, 111.0, True), ("p99_latency:+10%", 100.0, 50.0, False),
+    ("throughput:-0%", 0.0, 0.0, False), ("p99_latency:+10%", 0.0, 1.0, True)])
+def test_a_regression_check_fails_only_past_its_limit_in_its_direction(text, before, after, regressed):
+    outcome = parse_check(text).evaluate("case", before, after)
+    assert outcome.regressed is regressed and ("REGRESSION" in outcome.message()) is regressed
+
+
+@pytest.mark.parametrize("text", ["throughput", "throughput:5%", "throughput:-5", "p99 latency:+1%", ":+1%"])
+def test_a_malformed_check_is_refused_with_a_hint(text):
+    with pytest.raises(ConfigurationError, match="not a regression check") as info:
+        parse_check(text)
+    assert "throughput:-5%" in info.value.hint
+
+
+def test_benchmark_metrics_are_judged_per_case(tmp_path):
+    baseline, candidate = _bench(tmp_path / "a.json", 1000, 50), _bench(tmp_path / "b.json", 900, 50)
+    assert bench_metrics(json.loads(baseline.read_text()))["source_noop"] == {
+        "throughput": 1000.0, "p50_latency": 10.0, "p99_latency": 50.0}
+    comparison = compare_files(baseline, candidate, [parse_check("throughput:-5%"), parse_check("p99_latency:+10%")])
+    assert [(o.case, o.metric, o.regressed) for o in comparison.checks] == [
+        ("raw_consume", "throughput", False), ("source_noop", "throughput", True),
+        ("source_noop", "p99_latency", False)]
+    assert comparison.regressed
+    missing = compare_files(baseline, candidate, [parse_check("p42_latency:+1%")])
+    assert missing.regressed and "no case has the metric 'p42_latency'" in missing.problems[0]
+
+
+def test_the_exit_codes_of_compare(tmp_path, capsys):
+    baseline, worse = _bench(tmp_path / "a.json", 1000, 50), _bench(tmp_path / "b.json", 900, 80)
+    assert main(["compare", str(baseline), str(baseline), "--check", "throughput:-5%"]) == 0
+    assert main(["compare", str(baseline), str(worse), "--check", "p99_latency:+10%"]) == 1
+    assert "REGRESSION: source_noop p99_latency 50 -> 80 (+60.0%, limit p99_latency:+10%)" in capsys.readouterr().out
+    certification = write_certification(tmp_path / "cert")
+    assert main(["compare", str(baseline), str(certification)]) == 2
+    assert "different kinds" in capsys.readouterr().err
+    assert main(["compare", str(certification), str(certification), "--check", "throughput:-5%"]) == 2
+    assert main(["compare", str(baseline), str(worse), "--check", "fast"]) == 2
+    assert main(["compare", str(certification), str(certification)]) == 0
+    assert "no certification difference" in capsys.readouterr().out
