@@ -174,8 +174,11 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
     rng = _rng(seed, connector, "task-failures")
     fails = [("python_worker_kill", "executor", {}, 0.0) for _ in range(1 if quick else 2)]
     fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points]
+    # Every fault may strike the same task: Spark must allow more attempts than there are faults, or the query
+    # itself gives up (that would be the plan's doing, not the sink's).
     runs.append(PlannedRun(ref, "task-failures", ("SNK-2", "SNK-5"), Scenario(
         name=f"{connector.name}-tasks", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+        master=f"local[2,{len(fails) + 2}]",
         options={"max_records_per_batch": 100}, workload=_workload(rng, 2000),
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "zombies")

@@ -56,6 +56,15 @@ def test_a_sink_with_points_is_killed_at_each_and_quickly_at_every_committing_po
     assert failing == ["kafka-2pc.after-stage"]
 
 
+def test_spark_allows_a_task_more_attempts_than_the_task_faults_of_its_run():
+    """All of a run's task faults may strike one task: with no attempt left, Spark would fail the query itself."""
+    for quick in (True, False):
+        [run] = [r for r in plan("streamcert-pg-2pc", load_connector("streamcert-pg-2pc"), seed=1, quick=quick)
+                 if r.name == "task-failures"]
+        attempts = int(run.scenario.master.rstrip("]").split(",")[1])
+        assert attempts > len(run.scenario.schedule), (run.scenario.master, len(run.scenario.schedule))
+
+
 def test_each_run_judges_only_claimed_requirements_of_the_kind_and_faults_chain_one_after_another():
     for reference in ("streamcert-kafka", "streamcert-kafka-2pc", "streamcert-batch-aggregator"):
         connector = load_connector(reference)

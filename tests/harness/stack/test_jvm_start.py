@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack import jvm_start
 from streamcert.harness.stack.jvm_start import (ARCHIVE_SWITCH_VAR, class_archive_path, class_archive_state,
                                                  ensure_class_archive, start_up_options)
@@ -36,8 +37,18 @@ def _fake_build(calls):
 def test_the_quick_jit_is_c1_only_and_full_adds_nothing(cache):
     assert start_up_options("quick") == "-XX:TieredStopAtLevel=1"
     assert start_up_options("full") == ""
-    with pytest.raises(ValueError, match="quick"):
+    with pytest.raises(ConfigurationError, match="'fast' is not a JIT mode") as info:
         start_up_options("fast")
+    assert "STREAMCERT_JIT" in info.value.hint
+
+
+def test_spark_runs_the_full_jit_unless_streamcert_jit_says_quick(monkeypatch):
+    from streamcert.harness.stack.spark import SparkConfig
+
+    monkeypatch.delenv("STREAMCERT_JIT", raising=False)
+    assert SparkConfig().jit == "full"
+    monkeypatch.setenv("STREAMCERT_JIT", "quick")
+    assert SparkConfig().jit == "quick" and SparkConfig(jit="full").jit == "full"
 
 
 def test_the_archive_is_used_only_once_it_exists(cache):
