@@ -14,8 +14,10 @@ from streamcert.reports.regression import CheckOutcome, RegressionCheck
 
 __all__ = ["Comparison", "VerdictChange", "compare_files", "bench_metrics"]
 
-#: Verdict moves that are regressions: a requirement that passed no longer does.
-_WORSE = {("pass", "fail"), ("pass", "unknown"), ("unknown", "fail"), ("skip", "fail")}
+#: Verdict moves that are regressions: a requirement that passed no longer does (fails, is undecided, is no longer
+#: claimed, or has no verdict at all), or a newly claimed or undecided one fails.
+_WORSE = {("pass", "fail"), ("pass", "unknown"), ("pass", "skip"), ("pass", None), ("unknown", "fail"),
+          ("skip", "fail")}
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ def test_a_verdict_that_got_worse_is_a_regression_listed_first(tmp_path):
         ("good-source", "SRC-1", "pass", "fail", True), ("dup-sink", "SNK-1", "fail", "pass", False)]
     assert comparison.regressed
     assert not compare_files(baseline, _candidate(tmp_path / "b", {("dup-sink", "SNK-1"): "pass"})).regressed
+    # a guarantee given up is a regression too: a passed requirement no longer claimed
+    unclaimed = compare_files(baseline, _candidate(tmp_path / "c", {("good-source", "SRC-1"): "skip"}))
+    assert unclaimed.regressed and unclaimed.lines()[0].startswith("REGRESSION: good-source SRC-1 pass -> skip")
 
 
 @pytest.mark.parametrize(("text", "before", "after", "regressed"), [
