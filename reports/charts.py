@@ -50,7 +50,9 @@ def run_timeline_svg(run: dict[str, Any], title: str = "") -> str | None:
                       alpha=0.75, lw=0, label="delivered / s")
     backlog.fill_between(seconds, timeline.get("backlog") or [0] * len(seconds), step="mid", color="#7f7f7f",
                          alpha=0.5, lw=0, label="backlog")
-    end = seconds[-1]
+    history = run.get("history") or []
+    # to the run's last event: faults and a stall after the last delivery belong on the chart
+    end = max(seconds[-1], history[-1]["time"] - history[0]["time"] if history else 0)
     for index, window in enumerate(fault_windows(run)):
         colour = _COLOURS.get(window["target"], "#8c564b")
         start, stop = window["start_s"], window["stop_s"] if window["stop_s"] is not None else end

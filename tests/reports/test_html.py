@@ -60,6 +60,12 @@ def test_a_run_chart_shades_each_fault_window_and_marks_instant_faults():
     assert run_timeline_svg({"metrics": {}}) is None
 
 
+def test_the_chart_reaches_the_runs_last_event_not_only_its_last_delivery():
+    run = run_results([("task_fail_at", "executor", 55.0, 56.0)], seconds=40)
+    svg = run_timeline_svg(run)
+    assert "task_fail_at" in svg and ">50<" in svg  # an axis tick past the last delivered second (39)
+
+
 def test_a_fault_still_active_at_the_end_is_open():
     run = run_results([])
     run["history"].append({"kind": "fault-start", "time": run["history"][0]["time"] + 5, "fault": "down",
