@@ -45,6 +45,8 @@ JIT_VAR = "STREAMCERT_JIT"
 _BUILD_TIMEOUT_S = 300.0
 #: A failed build is tried again after a day (it may have failed on a machine too busy for the warm-up).
 _RETRY_FAILED_AFTER_S = 86400.0
+#: Archives kept in the cache (one per pyspark installation); older ones are removed when a new one is built.
+_ARCHIVES_KEPT = 4
 _log = logging.getLogger(__name__)
 
 
@@ -117,12 +119,23 @@ def ensure_class_archive() -> Path | None:
         if path.is_file() or _failed_recently(failed):
             return path if path.is_file() else None
         reason = _build(path)
+        if reason is None:
+            _prune(keep=path)
     if reason is None:
         return path
     failed.write_text(reason)
     _log.warning("Spark starts without a class archive (slower driver starts): %s Delete %s to try again.",
                  reason, failed)
     return None
+
+
+def _prune(keep: Path, most: int = _ARCHIVES_KEPT) -> None:
+    """Each pyspark installation (a fresh clone's virtualenv, say) gets an archive of ~190 MB: keep the newest
+    few. A JVM that maps a removed archive keeps its pages; the next start of its installation builds it again."""
+    archives = sorted(keep.parent.glob("spark-classes-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in [p for p in archives if p != keep][max(0, most - 1):]:
+        old.unlink(missing_ok=True)
+        old.with_suffix(".failed").unlink(missing_ok=True)
 
 
 def _failed_recently(marker: Path) -> bool:

@@ -152,3 +152,16 @@ def test_another_pyspark_installation_gets_an_archive_of_its_own(monkeypatch, tm
     (elsewhere / "jars").mkdir(parents=True)
     monkeypatch.setattr(pyspark, "__file__", str(elsewhere / "__init__.py"))
     assert class_archive_path() != here
+
+
+def test_building_an_archive_keeps_only_the_newest_few(cache, monkeypatch):
+    folder = class_archive_path().parent
+    folder.mkdir(parents=True)
+    for age in range(6):
+        old = folder / f"spark-classes-old{age}.jsa"
+        old.write_bytes(b"archive")
+        os.utime(old, (time.time() - 3600 * (age + 1),) * 2)
+    monkeypatch.setattr(jvm_start, "_build", _fake_build([]))
+    assert ensure_class_archive() == class_archive_path()
+    assert sorted(p.name for p in folder.glob("*.jsa")) == [
+        "spark-classes-f00d.jsa", "spark-classes-old0.jsa", "spark-classes-old1.jsa", "spark-classes-old2.jsa"]
