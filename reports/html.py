@@ -84,8 +84,8 @@ def _matrix(cert: Certification) -> str:
                 continue
             kind = verdict["verdict"]
             title = escape(verdict.get("reason", ""), quote=True)
-            cells.append(f'<td class="v {kind}" title="{title}"><a href="#{verdict_anchor(connector, requirement)}">'
-                         f"{_LABEL[kind]}</a></td>")
+            anchor = escape(verdict_anchor(connector, requirement), quote=True)
+            cells.append(f'<td class="v {kind}" title="{title}"><a href="#{anchor}">{_LABEL[kind]}</a></td>')
         rows.append(f"<tr><th>{requirement}<div class=\"stmt\">{escape(cert.statement(requirement))}</div></th>"
                     + "".join(cells) + "</tr>")
     return (f'<h2>Verdicts</h2><table class="matrix"><tr><th>requirement</th>{head}</tr>{"".join(rows)}</table>'
@@ -113,7 +113,7 @@ def _verdict_body(verdict: dict[str, Any], statement: str) -> list[str]:
 def _verdict_block(verdict: dict[str, Any], statement: str) -> str:
     """A failed or unknown verdict, open; a passed or skipped one, one line that opens."""
     kind = verdict["verdict"]
-    anchor = verdict_anchor(verdict["connector"], verdict["requirement"])
+    anchor = escape(verdict_anchor(verdict["connector"], verdict["requirement"]), quote=True)
     title = f"{escape(verdict['connector'])} · {verdict['requirement']} · {_LABEL[kind]}"
     body = "".join(_verdict_body(verdict, statement))
     if kind in ("pass", "skip"):
