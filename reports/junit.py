@@ -15,17 +15,17 @@ from streamcert.reports.findings import fault_lines, finding_lines, replay
 __all__ = ["junit_xml"]
 
 
-def _case_time(certification: Certification, verdict: dict[str, Any]) -> float:
-    durations = {run.get("folder"): run.get("duration_s") or 0.0 for run in certification.results.get("runs", [])}
+def _case_time(durations: dict[str, float], verdict: dict[str, Any]) -> float:
     folders = {run.get("folder") for run in verdict.get("evidence", {}).get("runs", [])}
     return round(sum(durations.get(folder, 0.0) for folder in folders), 3)
 
 
-def _case(suite: ET.Element, certification: Certification, verdict: dict[str, Any]) -> str:
+def _case(suite: ET.Element, certification: Certification, verdict: dict[str, Any],
+          durations: dict[str, float]) -> str:
     requirement = verdict["requirement"]
     statement = certification.statement(requirement)
     case = ET.SubElement(suite, "testcase", classname=f"streamcert.{verdict['connector']}",
-                         name=f"{requirement} {statement}".strip(), time=str(_case_time(certification, verdict)))
+                         name=f"{requirement} {statement}".strip(), time=str(_case_time(durations, verdict)))
     reason = verdict.get("reason", "")
     body = "\n".join([*finding_lines(verdict), *fault_lines(verdict)])
     if verdict["verdict"] == "fail":
@@ -44,6 +44,7 @@ def junit_xml(certification: Certification) -> str:
     results = certification.results
     root = ET.Element("testsuites", name="streamcert certification")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    durations = {run.get("folder"): run.get("duration_s") or 0.0 for run in results.get("runs", [])}
     for connector in certification.connectors:
         suite = ET.SubElement(root, "testsuite", name=connector)
         properties = ET.SubElement(suite, "properties")
@@ -51,7 +52,8 @@ def junit_xml(certification: Certification) -> str:
                             ("complete", results.get("complete")), ("command", results.get("command")),
                             *sorted((results.get("versions") or {}).items())):
             ET.SubElement(properties, "property", name=str(name), value=str(value))
-        outcomes = [_case(suite, certification, v) for v in certification.verdicts if v["connector"] == connector]
+        outcomes = [_case(suite, certification, v, durations) for v in certification.verdicts
+                    if v["connector"] == connector]
         counts = {"tests": len(outcomes), "failures": outcomes.count("fail"), "errors": outcomes.count("unknown"),
                   "skipped": outcomes.count("skip")}
         for key, value in counts.items():

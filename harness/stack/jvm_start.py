@@ -22,6 +22,7 @@ the session's JVM options are composed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -59,13 +60,20 @@ def _runtime_fingerprint() -> str:
     whose class path names other files, say another virtualenv's pyspark, ignores the archive)."""
     import pyspark
 
+    jars = Path(pyspark.__file__).parent / "jars"
+    listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
+    text = "\n".join([*_java_identity(), pyspark.__version__, str(jars), *listing])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _java_identity() -> tuple[str, str]:
+    """The Java runtime's path and version line, asked once per process (``java -version`` is a process start; a
+    session start asks for the archive's path up to three times)."""
     from streamcert.harness.stack.install import find_java
 
     java = find_java()
-    jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
-    text = "\n".join([os.path.realpath(java.path), java.version_line, pyspark.__version__, str(jars), *listing])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return os.path.realpath(java.path), java.version_line
 
 
 def class_archive_path() -> Path:
