@@ -321,13 +321,15 @@ def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | N
     """The highest batch id in a committed decision record of this sink, or None.
 
     Reads the decision log's tail read_committed (a window, widened until a record of this sink is found or
-    the whole log was read). An open transaction stops the reader at the last stable offset: its
-    record is not a decision yet.
+    the whole log was read) up to the high watermark seen first. The reader waits (until ``timeout``) while
+    the last stable offset is below it: a commit returns before the broker writes its markers, so a decision
+    made a moment ago sits behind the last stable offset for a few milliseconds, and taking "not there yet"
+    for "not decided" would copy a committed batch a second time.
     """
     consumer = _consumer(options)
     try:
         tp = TopicPartition(options.decision_log_topic, 0)
-        low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+        low, high = _log_end(options, tp, timeout)
         window, deadline = _DECISION_LOG_WINDOW, time.monotonic() + timeout
         while True:
             start = max(low, high - window)
@@ -339,6 +341,18 @@ def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | N
         consumer.close()
 
 
+def _log_end(options: SinkOptions, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """The partition's log start and high watermark. Asked read_uncommitted: a read_committed client is told
+    the last stable offset instead, which stops short of a transaction whose markers are still to come."""
+    probe = Consumer(client_conf(options.bootstrap_servers, **{
+        "group.id": f"sc2pc-{options.sink_id}-watermarks", "isolation.level": "read_uncommitted",
+        "enable.auto.commit": False}))
+    try:
+        return probe.get_watermark_offsets(tp, timeout=timeout)
+    finally:
+        probe.close()
+
+
 def _scan_decision_log(consumer: Consumer, tp: TopicPartition, start: int, end: int, sink_id: str,
                        deadline: float) -> int | None:
     """The highest batch of ``sink_id``'s decision records in ``[start, end)`` of the log, or None."""
@@ -348,12 +362,17 @@ def _scan_decision_log(consumer: Consumer, tp: TopicPartition, start: int, end: 
     best = None
     while True:
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"{SINK_NAME}: the decision log {tp.topic!r} could not be read up to offset {end}")
+            raise TimeoutError(f"{SINK_NAME}: the decision log {tp.topic!r} could not be read up to offset {end} "
+                               "(read_committed): a transaction on it stayed open. Another sink sharing the "
+                               "decisionLogTopic holds it, or a committer outside streamcert; it ends when it "
+                               "commits, aborts or reaches its transaction.timeout.ms.")
         for msg in consumer.consume(500, timeout=0.05):
             if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(msg.error())
+                if msg.offset() >= end:  # at the stable end, past every marker up to ``end``
                     return best
-                raise KafkaException(msg.error())
+                continue  # held at the last stable offset: a transaction's markers are still to come
             if msg.key() == sink_id.encode():
                 best = max(best if best is not None else -1, int(json.loads(msg.value())["batch"]))
             if msg.offset() + 1 >= end:

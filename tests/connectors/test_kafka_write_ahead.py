@@ -145,6 +145,22 @@ def test_decision_records_of_other_sinks_are_not_this_sinks_decisions(options):
     assert wa.last_committed_batch(other) == 9 and wa.last_committed_batch(options) is None
 
 
+def test_the_decision_log_is_read_to_its_end_not_to_an_open_transaction(options):
+    # a commit returns before the broker writes its markers: the reader must wait for the last stable offset,
+    # not take "behind it" for "not decided" (a replayed commit copied a committed batch twice)
+    wa.commit_batch(options, 4, [_stage(options, 4, 0, range(10))])
+    other = Producer(client_conf(options.bootstrap_servers, **{"transactional.id": f"other-{options.sink_id}"}))
+    other.init_transactions(10)
+    other.begin_transaction()
+    other.produce(options.decision_log_topic, key=b"other", value=b'{"batch": 1}', partition=0)
+    other.flush(10)
+    with pytest.raises(TimeoutError, match="stayed open"):
+        wa.last_committed_batch(options, timeout=2.0)
+    other.commit_transaction(10)
+    assert wa.last_committed_batch(options) == 4
+    assert wa.commit_batch(options, 4, [])["replay"] is True
+
+
 def test_options_are_validated_with_the_option_named(stack):
     base = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t", "sinkId": "s"}
     with pytest.raises(ConfigurationError, match="stagingPartitions"):
