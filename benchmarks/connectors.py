@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from streamcert.benchmarks.raw import raw_consume
+
 SCHEMA_VERSION = 1
 ALL_CASES = ("raw_consume", "source_noop", "builtin_source_noop", "source_builtin_kafka_sink", "source_kafka_2pc",
              "source_pg_2pc")
@@ -41,31 +43,6 @@ _RATIOS = {
     "kafka_2pc_vs_source_noop": ("source_kafka_2pc", "source_noop"),
     "pg_2pc_vs_source_noop": ("source_pg_2pc", "source_noop"),
 }
-
-
-def _raw_consume(bootstrap: str, topic: str, expected: int) -> int:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    from streamcert.harness.stack.kafka_clients import client_conf, end_offsets
-
-    ends = end_offsets(bootstrap, topic)
-    consumer = Consumer(client_conf(bootstrap, **{"group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                                                  "isolation.level": "read_committed", "enable.auto.commit": False,
-                                                  "enable.partition.eof": True}))
-    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-    count, done = 0, set()
-    try:
-        while len(done) < len(ends):
-            for msg in consumer.consume(10000, timeout=0.2):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        done.add(msg.partition())
-                        continue
-                    raise RuntimeError(msg.error().str())
-                count += 1
-    finally:
-        consumer.close()
-    return count
 
 
 def _source(spark, bootstrap: str, topic: str, builtin: bool):
@@ -173,7 +150,7 @@ def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Seque
                     with step(f"{case} ({records:,} records, run {repeat + 1}/{repeats})"):
                         begin = time.perf_counter()
                         if case == "raw_consume":
-                            rows = _raw_consume(bootstrap, topic, records)
+                            rows = raw_consume(bootstrap, topic)
                         else:
                             rows = _drain(writers[case](), workdir / f"{case}-{repeat}")
                         seconds = time.perf_counter() - begin

@@ -97,10 +97,16 @@ def _kill_records(batch: int, kills: list) -> int:
     return batch * (len(kills) + 6)
 
 
+#: Batches a zombie run commits before its first freeze: by then every executor has started its Python workers
+#: (the first batches on a cold executor take seconds; a freeze then caught start-up, not a task's write).
+_ZOMBIE_WARM_BATCHES = 3
+
+
 def _zombie_records(batch: int, zombies: list) -> int:
     """A zombie spends about four batches (a missed try, the freeze until Spark gives up on the executor, the
-    rerun); six per zombie and a few after the last one leave room for an unlucky run, and no long tail."""
-    return batch * (6 * len(zombies) + 6)
+    rerun); six per zombie, the warm-up batches and a few after the last one leave room for an unlucky run, and
+    no long tail."""
+    return batch * (6 * len(zombies) + _ZOMBIE_WARM_BATCHES + 6)
 
 
 def _toxics(rng: random.Random, link: str, count: int) -> list:
@@ -188,7 +194,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _zombie_records(60, zombies)),
         schedule=_chain(zombies, gap_s=1.0),
-        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+        faults_after_output=60 * _ZOMBIE_WARM_BATCHES, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
     link = _sink_link(connector)

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault, FaultContext
 from streamcert.harness.faults.registry import build_fault
-from streamcert.harness.faults.schedule import FaultSpec, parse
+from streamcert.harness.faults.schedule import PROFILES, FaultSpec, parse
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.run.connectors import load_connector
@@ -84,6 +84,9 @@ class Scenario(BaseModel):
     master: str = "local[2,3]"
     spark_conf: dict[str, str] = Field(default_factory=dict)
     trigger: str = Field("200 milliseconds", min_length=1, description="an interval, or available_now")
+    kafka_path: Literal["proxy", "direct"] = Field("proxy", description="how the query and the harness reach Kafka: "
+                                                   "through Toxiproxy (network faults reach them) or straight to "
+                                                   "the broker (the proxy's own cost, measured)")
     output_partitions: int | None = Field(None, ge=1, description="partitions of the output (a Kafka topic's); "
                                                                   "none: what the sink declares")
     quiet_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
@@ -134,6 +137,9 @@ class Scenario(BaseModel):
         for index, spec in enumerate(self.schedule):
             if spec.after is not None and not 0 <= spec.after < index:
                 raise ValueError(f"schedule entry {index}: after={spec.after} does not name an earlier entry")
+            if self.kafka_path == "direct" and spec.target == "kafka" and spec.fault in PROFILES["network"]:
+                raise ValueError(f"schedule entry {index}: the network fault {spec.fault} on kafka acts on the proxy, "
+                                 "which kafka_path='direct' bypasses")
         return self
 
     def as_dict(self) -> dict[str, Any]:
@@ -270,7 +276,11 @@ def _context(env: Any, scenario: Scenario, output_kind: type[Observer], workdir:
     run_id = uuid.uuid4().hex[:8]
     stem = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:40] or "scenario"
     endpoints = env.endpoints
-    return QueryContext(bootstrap_servers=endpoints.bootstrap_servers, input_topic=f"{stem}-in-{run_id}",
+    bootstrap = endpoints.kafka_direct_bootstrap if scenario.kafka_path == "direct" else endpoints.bootstrap_servers
+    if not bootstrap:
+        raise ConfigurationError(f"Scenario {scenario.name!r} asks for Kafka {scenario.kafka_path}, and this stack "
+                                 "has no such address.", hint="Use kafka_path='proxy' on this provider.")
+    return QueryContext(bootstrap_servers=bootstrap, input_topic=f"{stem}-in-{run_id}",
                         output=output_kind.output_name(stem, run_id, workdir), checkpoint=str(workdir / "checkpoint"),
                         run_id=run_id, postgres_dsn=endpoints.postgres_dsn, parallelism=scenario.parallelism,
                         options=dict(scenario.options))

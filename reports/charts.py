@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-__all__ = ["fault_windows", "run_timeline_svg"]
+__all__ = ["fault_windows", "run_timeline_svg", "series_svg"]
 
 _COLOURS = {"driver": "#d62728", "executor": "#ff7f0e", "kafka": "#1f77b4", "postgres": "#9467bd"}
 
@@ -73,6 +73,56 @@ def run_timeline_svg(run: dict[str, Any], title: str = "") -> str | None:
         axes.set_xlim(0, max(end, 1))
     if title:
         rate.set_title(title, fontsize=9, loc="left")
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def series_svg(panels: list[dict[str, Any]], faults: list[dict[str, Any]] | None = None, title: str = "",
+               xlabel: str = "seconds since the run began") -> str | None:
+    """Stacked panels sharing the time axis, each ``{"ylabel": ..., "lines": [{"label", "x", "y", "colour"?,
+    "alpha"?}]}`` (a None in ``y`` is a gap); ``faults`` (as :func:`fault_windows` gives them) shaded on every
+    panel. None when no line has a point."""
+    if not any(any(v is not None for v in line["y"]) for panel in panels for line in panel["lines"]):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    import matplotlib.pyplot as plt
+
+    figure, axes_list = plt.subplots(len(panels), 1, figsize=(11.0, 1.5 + 1.35 * len(panels)), sharex=True,
+                                     squeeze=False, gridspec_kw={"hspace": 0.1})
+    end = max((line["x"][-1] for panel in panels for line in panel["lines"] if line["x"]), default=1)
+    for axes, panel in zip(axes_list[:, 0], panels, strict=True):
+        for line in panel["lines"]:
+            y = [float("nan") if v is None else v for v in line["y"]]
+            axes.plot(line["x"], y, lw=1.2, color=line.get("colour"), alpha=line.get("alpha", 0.9),
+                      label=line.get("label"), drawstyle="steps-mid")
+        for window in faults or []:
+            colour = _COLOURS.get(window["target"], "#8c564b")
+            stop = window["stop_s"] if window["stop_s"] is not None else end
+            if stop - window["start_s"] >= 0.5:
+                axes.axvspan(window["start_s"], stop, color=colour, alpha=0.15, lw=0)
+            else:
+                axes.axvline(window["start_s"], color=colour, lw=1.0, alpha=0.8)
+        axes.set_ylabel(panel["ylabel"], fontsize=8)
+        axes.tick_params(labelsize=7)
+        axes.spines[["top", "right"]].set_visible(False)
+        axes.set_xlim(0, max(end, 1))
+        axes.set_ylim(bottom=0)
+        labelled = [line for line in panel["lines"] if line.get("label")]
+        if labelled:
+            axes.legend(fontsize=7, loc="upper right", frameon=False, ncol=min(4, len(labelled)))
+    for window in faults or []:
+        axes_list[0, 0].annotate(window["fault"], xy=(window["start_s"], 1.0), xycoords=("data", "axes fraction"),
+                                 xytext=(2, -4), textcoords="offset points", fontsize=7,
+                                 color=_COLOURS.get(window["target"], "#8c564b"), va="top")
+    axes_list[-1, 0].set_xlabel(xlabel, fontsize=8)
+    if title:
+        axes_list[0, 0].set_title(title, fontsize=9, loc="left")
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(figure)

@@ -16,6 +16,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from typing import Sequence
 
 from streamcert.harness.errors import StreamcertError
@@ -177,6 +178,94 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_FAILED if comparison.regressed else EXIT_OK
 
 
+# -- bench -----------------------------------------------------------------------
+
+#: What --quick adds unless --fault or --no-fault is given: a 3 s Kafka outage, so recovery is measured too.
+_QUICK_FAULT = '{"fault": "down", "target": "kafka", "at_s": 6, "duration_s": 3}'
+
+
+def _rate(text: str) -> float | None:
+    if text == "max":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected records per second or max, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of records per second, got {text}")
+    return value
+
+
+def _faults(texts: list[str]) -> tuple:
+    """Each --fault: a schedule file, or the JSON of one entry or of a list of entries."""
+    from pathlib import Path
+
+    from streamcert.harness.faults.schedule import parse
+
+    specs = []
+    for text in texts:
+        stripped = text.strip()
+        source = stripped if stripped.startswith(("{", "[")) else None
+        if source is None:
+            path = Path(text)
+            if not path.is_file():
+                raise StreamcertError(f"--fault {text!r} is neither a JSON fault entry nor a schedule file.",
+                                      hint=f"Give an entry such as '{_QUICK_FAULT}' or the path of a schedule "
+                                           "(python -m streamcert.harness.faults.schedule --schema).")
+            source = path.read_text()
+        try:
+            data = json.loads(source)
+        except ValueError as exc:
+            raise StreamcertError(f"--fault {text[:200]!r} is not JSON: {exc}.",
+                                  hint=f"Give an entry such as '{_QUICK_FAULT}'.") from None
+        specs.extend(parse([data] if isinstance(data, dict) and "fault" in data else data))
+    return tuple(specs)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from streamcert.benchmarks.bench import BenchSettings, resolve_cases, run_bench
+
+    if args.fault and args.no_fault:
+        raise StreamcertError("--fault and --no-fault were both given.", hint="Give one of them.")
+    fault_texts = args.fault or ([_QUICK_FAULT] if args.quick and not args.no_fault else [])
+    duration = args.duration if args.duration is not None else (15.0 if args.quick else 30.0)
+    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 3)
+    settings = BenchSettings(rate=args.rate, duration_s=duration, record_bytes=args.record_size, repeats=repeats,
+                             seed=args.seed, faults=_faults(fault_texts), quick=args.quick,
+                             probe_duration_s=12.0 if args.quick else 20.0)
+    cases = resolve_cases(args.connector)
+    out = Path(args.out)
+    console = Console(stderr=True, highlight=False)
+    console.print(f"streamcert bench: {len(cases)} case(s) ({', '.join(c.name for c in cases)}), {repeats} "
+                  f"repeat(s) of {duration:g} s; results in {out / 'bench.json'}")
+    results = run_bench(settings, cases, out, provider=args.provider, command=shlex.join(["streamcert", *args.argv]),
+                        on_step=lambda text: console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}"))
+    rows = []
+    for name, body in results["cases"].items():
+        spread = body.get("spread") or {}
+        latency = body.get("latency_ms") or {}
+        rows.append((name, _fmt(body.get("records_per_s")), _fmt(body.get("mb_per_s"), 3),
+                     _fmt(latency.get("p50"), 1), _fmt(latency.get("p99"), 1), _fmt(latency.get("max"), 1),
+                     _fmt((spread.get("backlog_max") or {}).get("median")), str(body.get("sustained"))))
+    _print_table(rows, ("case", "records/s", "MB/s", "p50 ms", "p99 ms", "max ms", "backlog max", "sustained"))
+    for name, body in results["comparisons"].items():
+        ratio = body.get("output_records_per_s") or {}
+        p99 = body.get("latency_p99_ms") or {}
+        print(f"{name}: throughput x{_fmt(ratio.get('median'), 3)} (min {_fmt(ratio.get('min'), 3)}, max "
+              f"{_fmt(ratio.get('max'), 3)}), p99 latency x{_fmt(p99.get('median'), 3)}")
+    print(f"{out / 'bench.json'}, {out / 'bench.html'}", file=sys.stderr)
+    failed = sum(body.get("failed_repeats", 0) for body in results["cases"].values())
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _fmt(value, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
 class _RunProgress:
     """A live line per certification: which scenario of which connector runs, and how each run ended."""
 
@@ -324,6 +413,34 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--out", default="results/matrix", metavar="DIR",
                         help="where matrix.html and matrix.md go (default results/matrix)")
     matrix.set_defaults(func=_matrix)
+
+    bench = commands.add_parser("bench", help="throughput and end-to-end latency of connector pipelines under "
+                                              "open-loop load; bench.json and bench.html")
+    bench.add_argument("--connector", action="extend", nargs="+", metavar="CASE|NAME|module:attr",
+                       help="cases to measure (repeatable): a case name (reference, builtin, builtin-direct, "
+                            "streamcert-kafka, streamcert-kafka-2pc, streamcert-pg-2pc, spark-foreachbatch-pg) or a "
+                            "source or sink, paired with Spark's Kafka connector (default: reference builtin)")
+    bench.add_argument("--rate", type=_rate, default=1000.0, metavar="N|max",
+                       help="records/s produced open-loop (default 1000); max: search for the highest rate each "
+                            "case sustains with a bounded backlog")
+    bench.add_argument("--duration", type=float, default=None, metavar="S",
+                       help="seconds of load per run (default 30; 15 with --quick)")
+    bench.add_argument("--record-size", type=_positive_int, default=100, metavar="B",
+                       help="bytes per record value (default 100)")
+    bench.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                       help="a fault during each run: the JSON of a schedule entry or list, or a schedule file "
+                            "(repeatable); recovery time and redeliveries are measured")
+    bench.add_argument("--no-fault", action="store_true", help="no fault, also with --quick")
+    bench.add_argument("--repeats", type=_positive_int, default=None, metavar="N",
+                       help="runs per case, reported as median and min-max (default 3; 2 with --quick)")
+    bench.add_argument("--quick", action="store_true", help="shorter runs, 2 repeats, and a 3 s Kafka outage "
+                                                            "(unless --fault or --no-fault)")
+    bench.add_argument("--seed", type=_seed, default=1, help="seed of the workloads (default 1)")
+    bench.add_argument("--out", default="results/bench", metavar="DIR",
+                       help="where bench.json, bench.html and each run's evidence go (default results/bench)")
+    bench.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),
+                       help="where the servers come from (default: auto)")
+    bench.set_defaults(func=_bench)
 
     compare = commands.add_parser("compare", help="compare a baseline with a candidate: verdicts that changed, or "
                                                   "benchmark metrics judged by regression checks")

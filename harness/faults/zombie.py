@@ -36,6 +36,10 @@ ZOMBIE_SPARK_CONF = {"spark.executor.heartbeatInterval": "1s",
                      "spark.network.timeoutInterval": "1s"}
 #: How long a worker must stay busy to count as running a task (one finishing a task is busy a few ms).
 _STILL_BUSY_S = 0.03
+#: Latest thaw after Spark declared the executors lost. A standalone worker SIGKILLs a lost executor's JVM 10 s
+#: after asking it to stop; its frozen Python workers then form an orphaned process group with stopped members,
+#: which the kernel sends SIGHUP (and SIGCONT): they die, and a later thaw finds no zombie left to run.
+_THAW_WITHIN_S = 7.0
 
 
 class ZombieParams(FaultParams):
@@ -114,7 +118,8 @@ class TaskZombie(Fault):
     under it (workers first). Then it waits (up to ``hold_s``) until Spark's log says the executors were lost;
     when Spark lost no task attempt with them (the workers ran nothing Spark waited for), it kills them and tries
     another moment, ``tries`` times. ``stop`` waits
-    until the batch pending then committed, SIGCONTs the frozen Python processes (the JVMs stay frozen, as if their
+    until the batch pending then committed (at most :data:`_THAW_WITHIN_S` after the loss: the zombie then runs
+    beside the replacement attempt), SIGCONTs the frozen Python processes (the JVMs stay frozen, as if their
     pause went on), lets them run until their Python code is done or ``run_s`` passed, and SIGKILLs the lot. Needs
     ``local-cluster[W,C,MB]`` and :data:`ZOMBIE_SPARK_CONF`. The events record the moment, the busy workers, the
     task attempts Spark lost (``lost_tasks``), whether a batch then committed without them (``replaced``) and how
@@ -128,6 +133,7 @@ class TaskZombie(Fault):
                     "A zombie needs executor JVMs: master local-cluster[W,C,MB] (e.g. local-cluster[3,1,1024]).",
                     self.params.busy_s)
         self._frozen: list[_Frozen] = []
+        self._lost_at: float | None = None
         tries: list[dict[str, Any]] = []
         for _ in range(self.params.tries):
             tries.append(self._freeze(output_moment=self._worth_watching_output(tries)))
@@ -241,6 +247,7 @@ class TaskZombie(Fault):
         lost = bool(within(self._all_declared_lost, what="the frozen executors declared lost",
                            timeout=self.params.hold_s, interval=0.05,
                            abort=lambda: None if driver.is_running() else "the driver is not running"))
+        self._lost_at = time.monotonic() if lost else None
         return {"declared_lost": lost, "lost_tasks": self._lost()}
 
     def _release(self) -> None:
@@ -256,10 +263,17 @@ class TaskZombie(Fault):
         state = driver.checkpoint()
         target = state.pending if state.pending is not None else (state.latest_commit or -1) + 1
         remaining = max(0.0, self.params.hold_s - (time.monotonic() - self._frozen_at))
-        committed = bool(within(lambda: (driver.checkpoint().latest_commit or -1) >= target,
-                                what=f"batch {target} committed", timeout=remaining, interval=0.05,
-                                abort=lambda: None if driver.is_running() else "the driver is not running"))
+        if self._lost_at is not None:
+            remaining = min(remaining, max(0.0, self._lost_at + _THAW_WITHIN_S - time.monotonic()))
+
+        def target_committed() -> bool:
+            return (driver.checkpoint().latest_commit or -1) >= target
+
+        committed = bool(within(target_committed, what=f"batch {target} committed", timeout=remaining,
+                                interval=0.05, abort=lambda: None if driver.is_running() else
+                                "the driver is not running"))
         frozen_s = time.monotonic() - self._frozen_at
+        committed_at_thaw = committed
         lost = self._lost()
         python = [p for v in self._frozen for p in v.python]
         busy = [p for p in python if p.pid in {pid for v in self._frozen for pid in v.busy}]
@@ -273,6 +287,11 @@ class TaskZombie(Fault):
         ran_s = time.monotonic() - thawed_at
         killed = [p.pid for v in self._frozen for p in v.processes if sigkill(p.pid, timeout=5.0)]
         self._frozen = []
-        return {"replaced": committed and bool(lost), "lost_tasks": lost,
+        if not committed:  # thawed while the replacement ran: a zombie too, if Spark then committed without it
+            committed = bool(within(target_committed, what=f"batch {target} committed",
+                                    timeout=max(0.0, self.params.hold_s - (time.monotonic() - self._frozen_at)),
+                                    interval=0.05, abort=lambda: None if driver.is_running() else
+                                    "the driver is not running"))
+        return {"replaced": committed and bool(lost), "lost_tasks": lost, "thawed_before_commit": not committed_at_thaw,
                 "committed_batch": driver.checkpoint().latest_commit, "frozen_s": round(frozen_s, 2),
                 "alive_at_thaw": alive_at_thaw, "zombie_ran_s": round(ran_s, 2), "killed_after": killed}

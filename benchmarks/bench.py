@@ -1,0 +1,461 @@
+"""``streamcert bench``: OpenMessaging-Benchmark-style runs of connector pipelines on the open-loop load.
+
+A *case* is one pipeline (a source and a sink, see :data:`CASES`); a connector named on the command line is paired
+with Spark's own Kafka connector on its other side, so its figure is its own. Each case runs as a scenario
+(:func:`~streamcert.harness.scenario.run_scenario`): locust produces the records open-loop at ``rate`` records/s
+for ``duration_s`` seconds (a record is due at its time whether or not the pipeline keeps up), the query runs
+until every acknowledged record is visible to a read_committed reader, and the run's ledger and output give:
+
+- input and output records/s and MB/s, second by second and over the steady part of the load (its last 80 %);
+- end-to-end latency (produce -> visible) p50 / p75 / p95 / p99 / p99.9 / max from an HDR histogram, and its p50
+  and p99 second by second;
+- the backlog (acknowledged, not yet visible) second by second, whether it stayed bounded (``sustained``: grew by
+  less than 5 % of the rate per second over the second half of the load, and nothing was lost);
+- under a fault (``--fault``): each fault's recovery time (its end -> throughput and backlog back to their
+  pre-fault level) and the records delivered more than once.
+
+Every repeat also measures the raw ceiling of this machine (:mod:`streamcert.benchmarks.raw`), so each figure is
+also a ratio to it, and the cases of one repeat run back to back, so the ratios between cases (:data:`COMPARISONS`)
+are measured side by side. ``--rate max`` searches for the highest rate a case sustains
+(:func:`~streamcert.benchmarks.rate_search.find_max_rate`, short probes) before its measured runs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from streamcert.benchmarks.latency import LatencyHistogram
+from streamcert.benchmarks.rate_search import Probe, find_max_rate
+from streamcert.harness.errors import ConfigurationError
+
+__all__ = ["BENCH_SCHEMA_VERSION", "BenchCase", "BenchSettings", "CASES", "COMPARISONS", "DEFAULT_CASES",
+           "resolve_cases", "measure_run", "summarize_repeats", "run_bench"]
+
+BENCH_SCHEMA_VERSION = 1
+#: Spark's built-in Kafka connector: the neutral other side of a case that names one connector.
+NEUTRAL_SOURCE, NEUTRAL_SINK = "spark-kafka", "spark-kafka-sink"
+#: A backlog that grows by more than this fraction of the rate per second did not keep up.
+_GROWTH_LIMIT = 0.05
+#: The first part of the load is warm-up (the first batches pay Python worker start-up).
+_WARM_UP_FRACTION = 0.2
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One pipeline measured: ``source`` -> ``sink`` (entry point names or ``module:attr``)."""
+
+    name: str
+    source: str
+    sink: str
+    kafka_path: str = "proxy"
+    about: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "source": self.source, "sink": self.sink, "kafka_path": self.kafka_path,
+                "about": self.about}
+
+
+CASES: dict[str, BenchCase] = {case.name: case for case in (
+    BenchCase("reference", "streamcert-kafka", "streamcert-kafka-2pc", about="the reference pipeline: Kafka -> "
+              "Kafka exactly-once (offsets in the checkpoint, write-ahead two-phase commit)"),
+    BenchCase("builtin", NEUTRAL_SOURCE, NEUTRAL_SINK, about="Spark's built-in Kafka -> Kafka (at-least-once)"),
+    BenchCase("builtin-direct", NEUTRAL_SOURCE, NEUTRAL_SINK, kafka_path="direct",
+              about="Spark's built-in Kafka -> Kafka straight to the broker (no Toxiproxy in the path)"),
+    BenchCase("streamcert-kafka", "streamcert-kafka", NEUTRAL_SINK,
+              about="the reference Kafka source into Spark's Kafka sink"),
+    BenchCase("streamcert-kafka-2pc", NEUTRAL_SOURCE, "streamcert-kafka-2pc",
+              about="Spark's Kafka source into the reference Kafka 2PC sink"),
+    BenchCase("streamcert-pg-2pc", NEUTRAL_SOURCE, "streamcert-pg-2pc",
+              about="Spark's Kafka source into the reference PostgreSQL 2PC sink"),
+    BenchCase("spark-foreachbatch-pg", NEUTRAL_SOURCE, "spark-foreachbatch-pg",
+              about="Spark's Kafka source into a plain foreachBatch append to PostgreSQL"),
+)}
+DEFAULT_CASES = ("reference", "builtin")
+#: The comparisons that matter (numerator case, denominator case): each a ratio per repeat, then median and range.
+COMPARISONS: dict[str, tuple[str, str]] = {
+    "reference_source_vs_builtin_source": ("streamcert-kafka", "builtin"),
+    "kafka_2pc_sink_vs_builtin_kafka_sink": ("streamcert-kafka-2pc", "builtin"),
+    "pg_2pc_sink_vs_foreachbatch_append": ("streamcert-pg-2pc", "spark-foreachbatch-pg"),
+    "proxy_vs_direct": ("builtin", "builtin-direct"),
+    "reference_vs_builtin": ("reference", "builtin"),
+}
+#: What each comparison divides: throughput, and latency at the median and the tail.
+_COMPARED = ("output_records_per_s", "latency_p50_ms", "latency_p99_ms")
+
+
+def resolve_cases(names: list[str] | None) -> list[BenchCase]:
+    """Case names, or connectors (paired with Spark's Kafka connector on their other side); the default cases when
+    none are named. A ConfigurationError names what is neither."""
+    from streamcert.harness.run.connectors import load_connector
+
+    cases: list[BenchCase] = []
+    for name in names or DEFAULT_CASES:
+        if name in CASES:
+            cases.append(CASES[name])
+            continue
+        try:
+            connector = load_connector(name)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{name!r} is neither a benchmark case nor a connector: {exc.message}",
+                                     hint=f"Cases: {', '.join(CASES)}. {exc.hint or ''}".strip()) from None
+        if connector.kind == "source":
+            cases.append(BenchCase(connector.name, name, NEUTRAL_SINK, about=f"{name} into Spark's Kafka sink"))
+        elif connector.kind == "sink":
+            cases.append(BenchCase(connector.name, NEUTRAL_SOURCE, name, about=f"Spark's Kafka source into {name}"))
+        else:
+            raise ConfigurationError(f"Connector {name!r} is an {connector.kind}: a benchmark measures a source or a "
+                                     "sink.", hint=f"Name a source, a sink or a case: {', '.join(CASES)}.")
+    names_seen = [case.name for case in cases]
+    if len(set(names_seen)) != len(names_seen):
+        raise ConfigurationError(f"A case is named twice: {', '.join(names_seen)}.", hint="Name each case once.")
+    return cases
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What every case of a benchmark runs with. ``rate`` None: search for the highest sustained rate."""
+
+    rate: float | None = 1000.0
+    duration_s: float = 30.0
+    record_bytes: int = 100
+    repeats: int = 3
+    seed: int = 1
+    faults: tuple = ()
+    partitions: int = 4
+    keys: int = 100
+    probe_duration_s: float = 20.0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        from streamcert.harness.run.workload import HEADER_BYTES
+
+        problems = []
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            problems.append(("--rate", self.rate, "a positive number of records per second, or max"))
+        if not (math.isfinite(self.duration_s) and 1 <= self.duration_s <= 3600):
+            problems.append(("--duration", self.duration_s, "seconds between 1 and 3600"))
+        if not HEADER_BYTES <= self.record_bytes <= 1_000_000:
+            problems.append(("--record-size", self.record_bytes, f"bytes between {HEADER_BYTES} (the record "
+                                                                  "header) and 1000000"))
+        if not 1 <= self.repeats <= 20:
+            problems.append(("--repeats", self.repeats, "a count between 1 and 20"))
+        if problems:
+            option, value, allowed = problems[0]
+            raise ConfigurationError(f"{option} {value!r} is not valid.", hint=f"Use {allowed}.")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rate": self.rate if self.rate is not None else "max", "duration_s": self.duration_s,
+                "record_bytes": self.record_bytes, "repeats": self.repeats, "seed": self.seed,
+                "faults": [spec.as_dict() for spec in self.faults], "partitions": self.partitions, "keys": self.keys,
+                "probe_duration_s": self.probe_duration_s, "quick": self.quick}
+
+
+# -- one run ---------------------------------------------------------------------------
+
+def scenario_for(case: BenchCase, settings: BenchSettings, rate: float, duration_s: float, seed: int,
+                 with_faults: bool = True):
+    from streamcert.harness.run.workload import WorkloadSpec
+    from streamcert.harness.scenario import Scenario
+
+    total = max(1, math.ceil(rate * duration_s))
+    return Scenario(
+        name=f"bench-{case.name}", source=case.source, sink=case.sink, kafka_path=case.kafka_path,
+        workload=WorkloadSpec(total=total, keys=settings.keys, partitions=settings.partitions,
+                              record_bytes=settings.record_bytes, rate=rate, seed=seed),
+        load="open_loop", load_duration_s=duration_s, load_users=2,
+        schedule=list(settings.faults) if with_faults else [], parallelism=2,
+        options={"max_records_per_batch": max(1000, int(rate * 2))}, quiet_timeout_s=60.0, settle_s=5.0)
+
+
+def _per_second(times: np.ndarray, origin: float, seconds: int) -> np.ndarray:
+    bins = np.arange(seconds + 1) + origin
+    return np.histogram(times, bins=bins)[0] if seconds > 0 else np.zeros(0, dtype=int)
+
+
+def _window_rate(times: np.ndarray, begin: float, end: float) -> float:
+    span = end - begin
+    return float(((times >= begin) & (times < end)).sum() / span) if span > 0 else 0.0
+
+
+def measure_run(output: pd.DataFrame, ledger: pd.DataFrame, history: list[dict[str, Any]], rate: float,
+                record_bytes: int, recovery: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A run's benchmark figures from its output (``id``, ``visible_at``, ``produced_at``) and ledger (``id``,
+    ``status``, ``produced_at``, ``acked_at``): scalars and per-second series (seconds since the run began)."""
+    origin = history[0]["time"] if history else float(ledger["produced_at"].min())
+    acked = ledger.loc[ledger["status"] == "acked"]
+    first = output.drop_duplicates("id")
+    delivered = first.loc[first["id"].isin(acked["id"])]
+    produced = acked["produced_at"].dropna().to_numpy()
+    load_begin, load_end = (float(produced.min()), float(produced.max())) if len(produced) else (origin, origin)
+    steady_begin = load_begin + _WARM_UP_FRACTION * (load_end - load_begin)
+    visible = delivered["visible_at"].to_numpy()
+    latencies = (delivered["visible_at"] - delivered["produced_at"]).to_numpy() * 1000
+    histogram = LatencyHistogram().record_all(latencies[np.isfinite(latencies)])
+    end = max([load_end, *(visible.max(initial=origin),)])
+    seconds = int(math.ceil(end - origin)) + 1
+    input_series = _per_second(acked["acked_at"].dropna().to_numpy(), origin, seconds)
+    output_series = _per_second(visible, origin, seconds)
+    backlog = np.maximum(np.cumsum(input_series) - np.cumsum(output_series), 0)
+    p50_series, p99_series = _latency_series(visible, latencies, origin, seconds)
+    second_half = [s for s in range(seconds) if (load_begin + load_end) / 2 - origin <= s <= load_end - origin]
+    growth = float(np.polyfit(second_half, backlog[second_half], 1)[0]) if len(second_half) >= 3 else 0.0
+    lost = int(len(acked) - len(delivered))
+    output_rate = _window_rate(visible, steady_begin, load_end)
+    summary = histogram.summary()
+    return {
+        "rate": rate, "acked": int(len(acked)), "delivered": int(len(delivered)), "lost": lost,
+        "redelivered": int(len(output) - output["id"].nunique()),
+        "input_records_per_s": round(_window_rate(acked["acked_at"].to_numpy(), steady_begin, load_end), 1),
+        "output_records_per_s": round(output_rate, 1),
+        "output_mb_per_s": round(output_rate * record_bytes / 1e6, 4),
+        "latency_ms": summary,
+        "latency_p50_ms": summary.get("p50"), "latency_p99_ms": summary.get("p99"),
+        "backlog_max": int(backlog.max(initial=0)),
+        "backlog_growth_per_s": round(growth, 2),
+        "sustained": lost == 0 and growth <= _GROWTH_LIMIT * rate,
+        "drain_s": round(float(visible.max(initial=load_end)) - load_end, 3),
+        "recovery": recovery or [],
+        "series": {"second": list(range(seconds)), "input_per_s": input_series.tolist(),
+                   "output_per_s": output_series.tolist(), "backlog": backlog.tolist(),
+                   "latency_p50_ms": p50_series, "latency_p99_ms": p99_series},
+    }
+
+
+def _latency_series(visible: np.ndarray, latencies: np.ndarray, origin: float,
+                    seconds: int) -> tuple[list[float | None], list[float | None]]:
+    """p50 and p99 of the records that became visible in each second (None: nothing did)."""
+    index = np.floor(visible - origin).astype(int) if len(visible) else np.zeros(0, dtype=int)
+    p50: list[float | None] = []
+    p99: list[float | None] = []
+    for second in range(seconds):
+        values = latencies[index == second]
+        values = values[np.isfinite(values)]
+        p50.append(round(float(np.percentile(values, 50)), 1) if len(values) else None)
+        p99.append(round(float(np.percentile(values, 99)), 1) if len(values) else None)
+    return p50, p99
+
+
+def run_case(env: Any, case: BenchCase, settings: BenchSettings, rate: float, duration_s: float, folder: Path,
+             seed: int, with_faults: bool = True) -> dict[str, Any]:
+    """Run ``case`` once at ``rate``; its figures, or ``{"error": ...}`` with what the run recorded."""
+    from streamcert.harness.run.workload import Ledger
+    from streamcert.harness.scenario import run_scenario
+    from streamcert.reports.charts import fault_windows
+
+    result = run_scenario(env, scenario_for(case, settings, rate, duration_s, seed, with_faults), folder)
+    run = {"folder": str(folder), "duration_s": result.duration_s, "valid": result.valid,
+           "checks": {c["name"]: c["valid"] for c in result.checks}}
+    if not result.complete or "output" not in result.evidence:
+        return {**run, "rate": rate, "error": (result.error or "the run did not complete").splitlines()[0]}
+    output = pd.read_parquet(folder / result.evidence["output"])
+    ledger = Ledger.read(folder / result.evidence["ledger"]).frame
+    figures = measure_run(output, ledger, result.history, rate, settings.record_bytes,
+                          result.metrics.get("recovery"))
+    figures["achieved_input_rate"] = (result.metrics.get("load") or {}).get("achieved_rate")
+    figures["faults"] = fault_windows({"history": result.history})
+    return {**run, **figures}
+
+
+# -- repeats and ratios -----------------------------------------------------------------
+
+_SCALARS = ("input_records_per_s", "output_records_per_s", "output_mb_per_s", "latency_p50_ms", "latency_p99_ms",
+            "backlog_max", "drain_s", "redelivered")
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return None
+    return {"median": round(statistics.median(values), 4), "min": round(min(values), 4),
+            "max": round(max(values), 4), "n": len(values)}
+
+
+def summarize_repeats(runs: list[dict[str, Any]], raw: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """A case's repeats as median and min-max per figure (and each latency percentile), the share of the raw
+    ceiling of each repeat, and the headline numbers ``compare`` reads (``records_per_s``, ``mb_per_s``,
+    ``latency_ms``: medians)."""
+    good = [run for run in runs if "error" not in run]
+    spreads = {name: _spread([run.get(name) for run in good]) for name in _SCALARS}
+    percentiles = sorted({k for run in good for k in run.get("latency_ms", {}) if k != "count"})
+    latency = {k: _spread([run["latency_ms"].get(k) for run in good]) for k in percentiles}
+    of_raw = [run["output_records_per_s"] / ceiling["consume_records_per_s"]
+              for run, ceiling in zip(runs, raw, strict=False)
+              if "error" not in run and ceiling and ceiling.get("consume_records_per_s")]
+    return {
+        "repeats": len(runs), "failed_repeats": len(runs) - len(good),
+        "sustained": all(run.get("sustained") for run in good) if good else None,
+        "records_per_s": spreads["output_records_per_s"]["median"] if spreads["output_records_per_s"] else None,
+        "mb_per_s": spreads["output_mb_per_s"]["median"] if spreads["output_mb_per_s"] else None,
+        "latency_ms": {k: v["median"] for k, v in latency.items() if v},
+        "spread": {**spreads, **{f"latency_{k}_ms": v for k, v in latency.items()}},
+        "share_of_raw_consume": _spread(of_raw),
+    }
+
+
+def comparisons(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each comparison whose two cases ran: per figure, the ratio of repeat *i* to repeat *i*, median and range."""
+    found = {}
+    for name, (top, bottom) in COMPARISONS.items():
+        if top not in cases or bottom not in cases:
+            continue
+        pairs = zip(cases[top]["runs"], cases[bottom]["runs"], strict=False)
+        ratios: dict[str, list[float]] = {figure: [] for figure in _COMPARED}
+        for a, b in pairs:
+            for figure in _COMPARED:
+                if a.get(figure) and b.get(figure):
+                    ratios[figure].append(a[figure] / b[figure])
+        found[name] = {"numerator": top, "denominator": bottom,
+                       **{figure: _spread(values) for figure, values in ratios.items()}}
+    return found
+
+
+# -- the benchmark ---------------------------------------------------------------------
+
+@dataclass
+class _Progress:
+    on_step: Callable[[str], None] | None = None
+    steps: list[str] = field(default_factory=list)
+
+    def __call__(self, text: str) -> None:
+        self.steps.append(text)
+        if self.on_step:
+            self.on_step(text)
+
+
+def _search_rate(env: Any, case: BenchCase, settings: BenchSettings, limit: float, folder: Path,
+                 progress: _Progress) -> dict[str, Any]:
+    probes = 0
+
+    def probe(rate: float) -> Probe:
+        nonlocal probes
+        probes += 1
+        progress(f"{case.name}: probe {probes} at {rate:,.0f} records/s")
+        run = run_case(env, case, settings, rate, settings.probe_duration_s, folder / f"probe-{probes}",
+                       settings.seed + probes, with_faults=False)
+        details = {k: run.get(k) for k in ("output_records_per_s", "backlog_growth_per_s", "lost",
+                                           "latency_p99_ms", "error") if k in run}
+        return Probe(rate, bool(run.get("sustained")), details)
+
+    search = find_max_rate(probe, start=min(1000.0, limit), limit=limit, precision=0.25 if settings.quick else 0.1,
+                           max_probes=5 if settings.quick else 9)
+    return search.as_dict()
+
+
+def run_bench(settings: BenchSettings, cases: list[BenchCase], out: Path, env: Any = None,
+              provider: str = "auto", command: str = "",
+              on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every case ``settings.repeats`` times (cases interleaved within a repeat, the raw ceiling first); write
+    ``out/bench.json`` after every run (an interrupted benchmark keeps what it measured, ``complete`` false) and
+    ``out/bench.html`` at the end. Returns the results."""
+    from streamcert.conformance.results import versions
+    from streamcert.harness.stack.machine import machine_info
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    progress = _Progress(on_step)
+    results: dict[str, Any] = {
+        "schema_version": BENCH_SCHEMA_VERSION, "benchmark": "streamcert bench", "kind": "bench", "command": command,
+        "settings": settings.as_dict(), "provider": provider, "versions": versions(), "machine": machine_info(),
+        "complete": False, "started_at": time.time(), "raw_ceiling": {"runs": []},
+        "cases": {case.name: {"case": case.as_dict(), "runs": []} for case in cases}, "comparisons": {},
+        "rate_search": {}}
+    try:
+        if env is not None:
+            _measure_all(env, settings, cases, out, results, progress)
+        else:
+            from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+
+            with Environment(EnvironmentConfig(provider=provider)) as started:
+                results["provider"] = started.provider
+                _measure_all(started, settings, cases, out, results, progress)
+        results["complete"] = True
+    except BaseException as exc:
+        results["error"] = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        results["duration_s"] = round(time.time() - results["started_at"], 3)
+        _save(results, out)
+        _render(results, out)
+    return results
+
+
+def _measure_all(env: Any, settings: BenchSettings, cases: list[BenchCase], out: Path, results: dict[str, Any],
+                 progress: _Progress) -> None:
+    from streamcert.benchmarks.raw import measure_raw_ceiling
+
+    direct = env.endpoints.kafka_direct_bootstrap or env.endpoints.bootstrap_servers
+    rates: dict[str, float] = {}
+    for repeat in range(settings.repeats):
+        progress(f"repeat {repeat + 1}/{settings.repeats}: raw ceiling")
+        try:
+            ceiling = measure_raw_ceiling(direct, settings.record_bytes, settings.partitions,
+                                          records=50_000 if settings.quick else 200_000).as_dict()
+        except Exception as exc:  # noqa: BLE001 - a case's numbers stand without it; the ratio says unknown
+            ceiling = {"error": f"{type(exc).__name__}: {exc}"}
+        results["raw_ceiling"]["runs"].append(ceiling)
+        _save(results, out)
+        for case in cases:
+            if case.name not in rates:
+                rates[case.name] = _rate_for(env, case, settings, results, out, progress, ceiling)
+            progress(f"repeat {repeat + 1}/{settings.repeats}: {case.name} at {rates[case.name]:,.0f} records/s "
+                     f"for {settings.duration_s:g} s")
+            folder = out / "runs" / case.name / f"repeat-{repeat + 1}"
+            try:
+                run = run_case(env, case, settings, rates[case.name], settings.duration_s, folder,
+                               settings.seed + 1000 * repeat)
+            except ConfigurationError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one case failing must not cost the others' numbers
+                run = {"rate": rates[case.name], "error": f"{type(exc).__name__}: {exc}", "folder": str(folder)}
+            body = results["cases"][case.name]
+            body["runs"].append(run)
+            body.update(summarize_repeats(body["runs"], results["raw_ceiling"]["runs"]))
+            results["comparisons"] = comparisons(results["cases"])
+            _save(results, out)
+    ceilings = [c for c in results["raw_ceiling"]["runs"] if "error" not in c]
+    for figure in ("produce_records_per_s", "consume_records_per_s", "produce_mb_per_s", "consume_mb_per_s"):
+        results["raw_ceiling"][figure] = _spread([c[figure] for c in ceilings])
+
+
+def _rate_for(env: Any, case: BenchCase, settings: BenchSettings, results: dict[str, Any], out: Path,
+              progress: _Progress, ceiling: dict[str, Any]) -> float:
+    if settings.rate is not None:
+        return settings.rate
+    limit = float(ceiling.get("produce_records_per_s") or 200_000.0)
+    search = _search_rate(env, case, settings, limit, out / "runs" / case.name / "rate-search", progress)
+    results["rate_search"][case.name] = search
+    if search["max_rate"] is None:
+        raise ConfigurationError(f"Case {case.name} sustained no rate the search tried (down to "
+                                 f"{min(p['rate'] for p in search['probes']):,.0f} records/s).",
+                                 hint="Give a --rate it sustains, or look at the probes' runs under "
+                                      f"{out / 'runs' / case.name / 'rate-search'}.")
+    return float(search["max_rate"])
+
+
+def _save(results: dict[str, Any], out: Path) -> None:
+    import json
+    import os
+
+    partial = out / "bench.json.partial"
+    partial.write_text(json.dumps(results, indent=1, default=str))
+    os.replace(partial, out / "bench.json")  # a reader never sees half a file
+
+
+def _render(results: dict[str, Any], out: Path) -> None:
+    import logging
+
+    from streamcert.reports.bench_html import bench_html
+
+    try:
+        (out / "bench.html").write_text(bench_html(results))
+    except Exception as exc:  # noqa: BLE001 - bench.json is written; the page is a rendering of it
+        logging.getLogger(__name__).warning("bench.html was not rendered (%s: %s)", type(exc).__name__, exc)

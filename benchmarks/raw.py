@@ -1,0 +1,108 @@
+"""The raw ceiling of this machine: librdkafka (confluent-kafka) producing to and consuming from the broker directly,
+no Spark and no Toxiproxy. Every connector figure of a benchmark is also given as a fraction of it, measured in the
+same run (absolute numbers on a shared machine drift; ratios measured side by side hold)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+__all__ = ["RawCeiling", "measure_raw_ceiling", "raw_consume"]
+
+#: Records a ceiling is measured with: enough for a steady rate (~1 s at librdkafka's pace here), bounded in time.
+_CEILING_RECORDS = 200_000
+
+
+@dataclass(frozen=True)
+class RawCeiling:
+    """Records/s and MB/s of a producer (acks=all, idempotent, as a careful application) and of a read_committed
+    consumer, straight to the broker."""
+
+    produce_records_per_s: float
+    produce_mb_per_s: float
+    consume_records_per_s: float
+    consume_mb_per_s: float
+    records: int
+    record_bytes: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def raw_consume(bootstrap: str, topic: str) -> int:
+    """Read ``topic`` from the beginning to its end (read_committed) in this process; the records read."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    from streamcert.harness.stack.kafka_clients import client_conf, end_offsets
+
+    ends = end_offsets(bootstrap, topic)
+    consumer = Consumer(client_conf(bootstrap, **{"group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                                                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                                                  "enable.partition.eof": True}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    count, done = 0, {p for p, end in ends.items() if end == 0}
+    try:
+        while len(done) < len(ends):
+            for msg in consumer.consume(10000, timeout=0.2):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        done.add(msg.partition())
+                        continue
+                    raise RuntimeError(msg.error().str())
+                count += 1
+    finally:
+        consumer.close()
+    return count
+
+
+def _raw_produce(bootstrap: str, topic: str, records: int, record_bytes: int, partitions: int) -> float:
+    """Seconds to produce ``records`` values of ``record_bytes`` and have every one acknowledged."""
+    from confluent_kafka import Producer
+
+    from streamcert.harness.stack.kafka_clients import client_conf
+
+    producer = Producer(client_conf(bootstrap, **{"acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                                                  "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000}))
+    value = bytes(record_bytes)
+    failures: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    began = time.perf_counter()
+    for index in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=str(index % 1000).encode(), partition=index % partitions,
+                                 on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    remaining = producer.flush(120)
+    seconds = time.perf_counter() - began
+    if remaining or failures:
+        raise RuntimeError(f"the raw producer lost {remaining} record(s) in flight and {len(failures)} failed "
+                           f"(first: {failures[:1]})")
+    return seconds
+
+
+def measure_raw_ceiling(bootstrap_direct: str, record_bytes: int, partitions: int = 4,
+                        records: int = _CEILING_RECORDS) -> RawCeiling:
+    """Produce ``records`` into a new topic, then read them back; both timed. ``bootstrap_direct``: the broker's
+    own address, not the proxy's."""
+    from streamcert.harness.stack.kafka_clients import create_topic
+
+    topic = f"bench-raw-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap_direct, topic, partitions=partitions)
+    produce_s = _raw_produce(bootstrap_direct, topic, records, record_bytes, partitions)
+    began = time.perf_counter()
+    read = raw_consume(bootstrap_direct, topic)
+    consume_s = time.perf_counter() - began
+    if read != records:
+        raise RuntimeError(f"the raw consumer read {read} of the {records} records produced")
+    mb = records * record_bytes / 1e6
+    return RawCeiling(produce_records_per_s=round(records / produce_s, 1), produce_mb_per_s=round(mb / produce_s, 3),
+                      consume_records_per_s=round(records / consume_s, 1), consume_mb_per_s=round(mb / consume_s, 3),
+                      records=records, record_bytes=record_bytes)

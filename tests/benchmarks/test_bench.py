@@ -1,0 +1,175 @@
+"""streamcert bench's arithmetic on crafted runs (rates, latency, backlog, sustained, repeats, ratios), its cases,
+and bench.html rendered from a results file: every section there, the numbers those of the JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from streamcert.benchmarks.bench import (CASES, COMPARISONS, BenchSettings, comparisons, measure_run, resolve_cases,
+                                         summarize_repeats)
+from streamcert.harness.errors import ConfigurationError
+from streamcert.reports.bench_html import bench_html
+
+ORIGIN = 1_000_000.0
+
+
+def _run(rate: float, seconds: int, delay_s: float, capacity: float | None = None, lost: int = 0,
+         duplicates: int = 0):
+    """Records produced at ``rate`` for ``seconds``, acked at once, visible ``delay_s`` later; a ``capacity``
+    below the rate delivers them at that pace instead (the backlog grows)."""
+    count = int(rate * seconds)
+    ids = np.arange(count)
+    produced = ORIGIN + 1 + ids / rate
+    visible = produced + delay_s
+    if capacity is not None:
+        visible = np.maximum(visible, ORIGIN + 1 + delay_s + ids / capacity)
+    ledger = pd.DataFrame({"id": ids, "status": "acked", "produced_at": produced, "acked_at": produced + 0.002})
+    kept = ids[: count - lost]
+    output = pd.DataFrame({"id": kept, "produced_at": produced[kept], "visible_at": visible[kept]})
+    if duplicates:
+        output = pd.concat([output, output.iloc[:duplicates].assign(visible_at=lambda f: f["visible_at"] + 5)])
+    history = [{"kind": "driver-start", "time": ORIGIN}]
+    return output, ledger, history
+
+
+def test_a_pipeline_that_keeps_up_is_sustained_at_its_input_rate_with_its_latency():
+    output, ledger, history = _run(rate=500, seconds=20, delay_s=0.8)
+    figures = measure_run(output, ledger, history, rate=500, record_bytes=200)
+    assert figures["sustained"] is True and figures["lost"] == 0 and figures["redelivered"] == 0
+    assert figures["output_records_per_s"] == pytest.approx(500, rel=0.03)
+    assert figures["input_records_per_s"] == pytest.approx(500, rel=0.03)
+    assert figures["output_mb_per_s"] == pytest.approx(500 * 200 / 1e6, rel=0.03)
+    assert figures["latency_ms"]["p50"] == pytest.approx(800, rel=2e-3)
+    assert figures["latency_ms"]["count"] == 10_000
+    assert figures["backlog_max"] == pytest.approx(400, abs=60)  # 0.8 s of input in flight
+    series = figures["series"]
+    assert sum(series["output_per_s"]) == 10_000 and sum(series["input_per_s"]) == 10_000
+    assert len(series["second"]) == len(series["backlog"]) == len(series["latency_p99_ms"])
+
+
+def test_a_pipeline_slower_than_its_input_is_not_sustained_and_its_backlog_grows_at_the_difference():
+    output, ledger, history = _run(rate=1000, seconds=20, delay_s=0.5, capacity=600)
+    figures = measure_run(output, ledger, history, rate=1000, record_bytes=100)
+    assert figures["sustained"] is False
+    assert figures["backlog_growth_per_s"] == pytest.approx(400, rel=0.1)
+    assert figures["output_records_per_s"] == pytest.approx(600, rel=0.05)
+    assert figures["drain_s"] > 10
+
+
+def test_lost_and_redelivered_records_are_counted_and_a_loss_is_not_sustained():
+    output, ledger, history = _run(rate=200, seconds=10, delay_s=0.3, lost=7, duplicates=11)
+    figures = measure_run(output, ledger, history, rate=200, record_bytes=100)
+    assert figures["lost"] == 7 and figures["redelivered"] == 11 and figures["sustained"] is False
+
+
+def test_latency_over_time_is_the_percentile_of_what_became_visible_each_second():
+    output, ledger, history = _run(rate=100, seconds=10, delay_s=0.25)
+    figures = measure_run(output, ledger, history, rate=100, record_bytes=100)
+    values = [v for v in figures["series"]["latency_p99_ms"] if v is not None]
+    assert values and all(v == pytest.approx(250, abs=1) for v in values)
+    assert figures["series"]["latency_p50_ms"][0] is None  # nothing visible in the first second
+
+
+def _repeat(rate: float, p99: float, sustained: bool = True) -> dict:
+    return {"rate": 1000, "output_records_per_s": rate, "output_mb_per_s": rate / 1e4, "input_records_per_s": rate,
+            "latency_p50_ms": p99 / 2, "latency_p99_ms": p99, "backlog_max": 10, "drain_s": 1.0, "redelivered": 0,
+            "latency_ms": {"p50": p99 / 2, "p99": p99, "max": p99 * 2, "count": 100}, "sustained": sustained}
+
+
+def test_repeats_give_median_and_range_and_a_share_of_the_raw_ceiling():
+    runs = [_repeat(900, 300), _repeat(1000, 200), _repeat(950, 250), {"rate": 1000, "error": "boom"}]
+    raw = [{"consume_records_per_s": 9000}, {"consume_records_per_s": 10000}, {"consume_records_per_s": 9500},
+           {"consume_records_per_s": 9000}]
+    summary = summarize_repeats(runs, raw)
+    assert summary["records_per_s"] == 950 and summary["failed_repeats"] == 1
+    assert summary["spread"]["output_records_per_s"] == {"median": 950, "min": 900, "max": 1000, "n": 3}
+    assert summary["latency_ms"]["p99"] == 250 and summary["spread"]["latency_p99_ms"]["max"] == 300
+    assert summary["share_of_raw_consume"]["median"] == pytest.approx(0.1)
+    assert summary["sustained"] is True
+
+
+def test_comparisons_divide_repeat_by_repeat():
+    cases = {"reference": {"runs": [_repeat(500, 400), _repeat(600, 300)]},
+             "builtin": {"runs": [_repeat(1000, 200), _repeat(1000, 300)]}}
+    found = comparisons(cases)
+    assert set(found) == {"reference_vs_builtin"}
+    ratio = found["reference_vs_builtin"]
+    assert ratio["output_records_per_s"] == {"median": 0.55, "min": 0.5, "max": 0.6, "n": 2}
+    assert ratio["latency_p99_ms"]["min"] == 1.0 and ratio["latency_p99_ms"]["max"] == 2.0
+
+
+def test_every_comparison_names_cases_that_exist():
+    assert all(top in CASES and bottom in CASES for top, bottom in COMPARISONS.values())
+
+
+def test_cases_resolve_by_name_or_connector_paired_with_sparks_kafka():
+    assert [c.name for c in resolve_cases(None)] == ["reference", "builtin"]
+    [source] = resolve_cases(["streamcert.connectors.declarations:KafkaOffsetSourceUnderTest"])
+    assert source.sink == "spark-kafka-sink"
+    [sink] = resolve_cases(["streamcert-pg-2pc"])
+    assert sink.source == "spark-kafka" and sink.name == "streamcert-pg-2pc"
+    with pytest.raises(ConfigurationError, match="neither a benchmark case nor a connector"):
+        resolve_cases(["nope"])
+    with pytest.raises(ConfigurationError, match="aggregator"):
+        resolve_cases(["streamcert-batch-aggregator"])
+    with pytest.raises(ConfigurationError, match="twice"):
+        resolve_cases(["builtin", "builtin"])
+
+
+@pytest.mark.parametrize("bad", [{"rate": -1.0}, {"rate": float("nan")}, {"duration_s": 0.5},
+                                 {"record_bytes": 10}, {"repeats": 0}])
+def test_bad_settings_name_the_option(bad):
+    with pytest.raises(ConfigurationError, match="is not valid"):
+        BenchSettings(**bad)
+
+
+def _bench_results() -> dict:
+    output, ledger, history = _run(rate=300, seconds=12, delay_s=0.6)
+    figures = measure_run(output, ledger, history, rate=300, record_bytes=100)
+    slow_output, slow_ledger, _ = _run(rate=300, seconds=12, delay_s=1.7)
+    slow = measure_run(slow_output, slow_ledger, history, rate=300, record_bytes=100)
+    raw = [{"produce_records_per_s": 80000.0, "consume_records_per_s": 150000.0, "produce_mb_per_s": 8.0,
+            "consume_mb_per_s": 15.0}]
+    cases = {}
+    for name, run in (("reference", slow), ("builtin", figures)):
+        run = {**run, "faults": [{"fault": "down", "target": "kafka", "start_s": 4.0, "stop_s": 7.0}],
+               "recovery": [{"fault": "down", "target": "kafka", "recovery_s": 2.5}]}
+        body = {"case": CASES[name].as_dict(), "runs": [run]}
+        body.update(summarize_repeats(body["runs"], raw))
+        cases[name] = body
+    return {"schema_version": 1, "benchmark": "streamcert bench", "kind": "bench", "complete": True,
+            "settings": BenchSettings(rate=300, duration_s=12, repeats=1).as_dict(), "command": "streamcert bench",
+            "raw_ceiling": {"runs": raw, "consume_records_per_s": {"median": 150000.0, "min": 150000.0,
+                                                                   "max": 150000.0, "n": 1}},
+            "cases": cases, "comparisons": comparisons(cases), "rate_search": {
+                "builtin": {"max_rate": 4000, "probes": [{"rate": 1000, "sustained": True},
+                                                         {"rate": 8000, "sustained": False}]}},
+            "versions": {"spark": "4.1.0"}, "machine": {"cpus": 2}}
+
+
+def test_the_page_has_every_section_and_the_numbers_of_the_json():
+    results = _bench_results()
+    page = bench_html(json.loads(json.dumps(results)))
+    for section in ("<h2>Cases</h2>", "<h2>Comparisons</h2>", "<h2>Raw ceiling of this machine</h2>",
+                    "<h2>Over time, side by side</h2>", "<h2>Each case</h2>", "<h2>Environment</h2>",
+                    'id="case-reference"', 'id="case-builtin"', "Rate search", "<svg"):
+        assert section in page, section
+    builtin = results["cases"]["builtin"]
+    assert f"<b>{builtin['records_per_s']:,.0f}</b>" in page
+    assert f"<b>{builtin['latency_ms']['p99']:,.1f}</b>" in page
+    ratio = results["comparisons"]["reference_vs_builtin"]["latency_p99_ms"]["median"]
+    assert f"<b>{ratio:,.3f}</b>" in page
+    assert "down: 2.5 s" in page and "150,000" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # opens with no network
+    assert "<script" not in page
+
+
+def test_an_incomplete_benchmark_says_so():
+    results = {**_bench_results(), "complete": False, "error": "KeyboardInterrupt: "}
+    page = bench_html(results)
+    assert "incomplete" in page and "KeyboardInterrupt" in page
