@@ -199,9 +199,8 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         result.context = context.to_dict()
         result.output = {"kind": sink.output_kind, "name": context.output}
         create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
-        run.observer = output_kind(
-            OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn),
-            unpack=(aggregator or sink).unpack_output)
+        run.observer = output_kind(_output_target(env, sink.output_kind, context),
+                                   unpack=(aggregator or sink).unpack_output)
         run.observer.prepare(scenario.output_partitions or sink.output_partitions)
         run.observer.start()
         run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir)
@@ -270,6 +269,13 @@ def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryCon
     output_kind(OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn)
                 ).prepare(scenario.output_partitions or sink.output_partitions)
     return context, _driver(env, scenario, context, connectors, workdir).spec
+
+
+def _output_target(env: Any, kind: str, context: QueryContext) -> OutputTarget:
+    """Where the observer reads: through the proxy like the query, its visible marks straight from the server."""
+    endpoints = env.endpoints
+    mark = {"kafka": endpoints.kafka_direct_bootstrap, "postgres": endpoints.postgres_direct_dsn}.get(kind)
+    return OutputTarget(kind, context.output, context.bootstrap_servers, context.postgres_dsn, mark_address=mark)
 
 
 def _context(env: Any, scenario: Scenario, output_kind: type[Observer], workdir: Path) -> QueryContext:

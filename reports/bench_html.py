@@ -159,11 +159,14 @@ def _case_section(name: str, body: dict[str, Any], search: dict[str, Any] | None
     parts.append(_repeats_table(body.get("runs") or []))
     if search:
         rows = "".join(f"<tr><td>{_num(p['rate'])}</td><td class=\"{'pass' if p['sustained'] else 'fail'}\">"
-                       f"{_num(p['sustained'])}</td><td>{_num(p.get('output_records_per_s'))}</td>"
+                       f"{_num(p['sustained'])}</td><td>{_num(p.get('input_records_per_s'))}"
+                       f"{'' if p.get('generator_kept_up', True) else ' (load generator behind)'}</td>"
+                       f"<td>{_num(p.get('output_records_per_s'))}</td>"
                        f"<td>{_num(p.get('backlog_growth_per_s'), 1)}</td><td>{_num(p.get('latency_p99_ms'), 1)}</td>"
                        f"</tr>" for p in search.get("probes") or [])
         parts.append(f"<p>Rate search: highest sustained rate <b>{_num(search.get('max_rate'))}</b> records/s.</p>"
-                     "<table><tr><th>rate</th><th>sustained</th><th>output records/s</th><th>backlog growth/s</th>"
+                     "<table><tr><th>rate</th><th>sustained</th><th>input records/s</th><th>output records/s</th>"
+                     "<th>backlog growth/s</th>"
                      f"<th>p99 ms</th></tr>{rows}</table>")
     return "".join(parts)
 

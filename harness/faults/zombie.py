@@ -12,9 +12,11 @@ connector: the moment is read from the output's growth and the Python workers' s
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,11 @@ class ZombieParams(FaultParams):
     busy_s: float = Field(30.0, gt=0, le=300, description="how long to wait for an executor running a Python task")
     tries: int = Field(3, ge=1, le=10, description="moments tried until Spark loses a task attempt with a frozen "
                                                    "executor")
+    sink_latency_ms: int = Field(300, ge=0, le=5000, description="latency added (downstream) to the link of the "
+                                 "run's output while a moment is sought, until the freeze: a task's write then lasts "
+                                 "long enough to be caught in it, and a commit's answer is still on its way when its "
+                                 "rows show (a sink that commits in its tasks reports done milliseconds later); 0: "
+                                 "none")
 
 
 @dataclass
@@ -111,16 +118,16 @@ def lost_tasks(log: str, executor_id: str) -> list[str]:
 class TaskZombie(Fault):
     """Freeze executors while they run tasks, let Spark replace them, then thaw them: zombie task attempts.
 
-    ``start`` waits for the output to grow while Python workers run tasks of a pending batch (a task making rows
-    visible; six batches' time, with the run's observer, unless an earlier watch of the run saw none) and freezes
-    every executor whose workers were busy during that batch, else (up to ``busy_s``) for one worker that stays
-    busy in a task of a pending batch and freezes its executor: SIGSTOP to the executor JVM and every process
-    under it (workers first). Then it waits (up to ``hold_s``) until Spark's log says the executors were lost;
-    when Spark lost no task attempt with them (the workers ran nothing Spark waited for), it kills them and tries
-    another moment, ``tries`` times. ``stop`` waits
-    until the batch pending then committed (at most :data:`_THAW_WITHIN_S` after the loss: the zombie then runs
-    beside the replacement attempt), SIGCONTs the frozen Python processes (the JVMs stay frozen, as if their
-    pause went on), lets them run until their Python code is done or ``run_s`` passed, and SIGKILLs the lot. Needs
+    ``start`` slows the output's link (``sink_latency_ms``) and waits for the output to grow while Python workers
+    run tasks of a pending batch (a task making rows visible; six batches' time, with the run's observer, unless
+    an earlier watch of the run saw none) and freezes every executor whose workers were busy during that batch,
+    else (up to ``busy_s``) for one worker that stays busy in a task of a pending batch and freezes its executor:
+    SIGSTOP to the executor JVM and every process under it (workers first). Then it waits (up to ``hold_s``) until
+    Spark's log says the executors were lost; when Spark lost no task attempt with them (the workers ran nothing
+    Spark waited for), it kills them and tries another moment, ``tries`` times. ``stop`` waits until the batch
+    pending then committed (at most :data:`_THAW_WITHIN_S` after the loss: the zombie then runs beside the
+    replacement attempt), SIGCONTs the frozen Python processes (the JVMs stay frozen, as if their pause went on),
+    lets them run until their Python code is done or ``run_s`` passed, and SIGKILLs the lot. Needs
     ``local-cluster[W,C,MB]`` and :data:`ZOMBIE_SPARK_CONF`. The events record the moment, the busy workers, the
     task attempts Spark lost (``lost_tasks``), whether a batch then committed without them (``replaced``) and how
     long the zombies ran.
@@ -160,18 +167,35 @@ class TaskZombie(Fault):
 
     def _freeze(self, output_moment: bool) -> dict[str, Any]:
         driver = self.driver
-        moment, victims = self._moment(output_moment)
-        executors = executor_jvms(driver)
-        offset = _log_size(driver.log_file)
-        self._frozen = [_Frozen(eid, self._busy_first(_tree(executors[eid]), busy), busy, offset)
-                        for eid, busy in sorted(victims.items()) if eid in executors]
-        frozen = [pid for victim in self._frozen for pid in _signal_all(victim.processes, signal.SIGSTOP)]
-        self._frozen_at = time.monotonic()
+        with self._sink_slowed() as slowed:
+            moment, victims = self._moment(output_moment)
+            executors = executor_jvms(driver)
+            offset = _log_size(driver.log_file)
+            self._frozen = [_Frozen(eid, self._busy_first(_tree(executors[eid]), busy), busy, offset)
+                            for eid, busy in sorted(victims.items()) if eid in executors]
+            frozen = [pid for victim in self._frozen for pid in _signal_all(victim.processes, signal.SIGSTOP)]
+            self._frozen_at = time.monotonic()
         state = driver.checkpoint()
-        return {"moment": moment if self._frozen else "none", "watched_output": output_moment,
+        return {"moment": moment if self._frozen else "none", "watched_output": output_moment, "slowed_link": slowed,
                 "executor_ids": [v.executor_id for v in self._frozen],
                 "frozen_pids": frozen, "busy_workers": [pid for v in self._frozen for pid in v.busy],
                 "pending_batch": state.pending, "latest_commit": state.latest_commit}
+
+    @contextlib.contextmanager
+    def _sink_slowed(self) -> Iterator[str | None]:
+        """The output's Toxiproxy link slowed by ``sink_latency_ms`` for the block; yields its name (None: no
+        link to slow, as for files)."""
+        kind = getattr(getattr(self.context.observer, "target", None), "kind", None)
+        environment = self.context.environment
+        link = getattr(environment, f"{kind}_link", None) if kind in ("kafka", "postgres") else None
+        if link is None or not self.params.sink_latency_ms:
+            yield None
+            return
+        toxic = link.add_toxic("latency", stream="downstream", latency=self.params.sink_latency_ms)
+        try:
+            yield link.name
+        finally:
+            link.remove_toxic(toxic)
 
     @staticmethod
     def _busy_first(processes: list[psutil.Process], busy: list[int]) -> list[psutil.Process]:

@@ -37,6 +37,9 @@ class OutputTarget:
     name: str
     bootstrap_servers: str = ""
     postgres_dsn: str | None = None
+    #: The server's own address (Kafka bootstrap or PostgreSQL DSN, not the proxy's) for :meth:`Observer.visible_mark`:
+    #: a fault timed by the output must see a commit at once, even while a toxic slows the link; None: the proxy's
+    mark_address: str | None = None
 
 
 class Observer(ABC):

@@ -45,7 +45,8 @@ class KafkaObserver(Observer):
 
         try:
             if self._mark_consumer is None:
-                self._mark_consumer = Consumer(client_conf(self.target.bootstrap_servers, **{
+                address = self.target.mark_address or self.target.bootstrap_servers
+                self._mark_consumer = Consumer(client_conf(address, **{
                     "group.id": f"streamcert-mark-{self.target.name}", "enable.auto.commit": False,
                     "isolation.level": self.isolation}))
             meta = self._mark_consumer.list_topics(self.target.name, timeout=2).topics[self.target.name]

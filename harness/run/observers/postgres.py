@@ -48,7 +48,8 @@ class PostgresObserver(Observer):
 
         try:
             if self._mark_connection is None or self._mark_connection.closed:
-                self._mark_connection = psycopg.connect(self.target.postgres_dsn, autocommit=True,
+                self._mark_connection = psycopg.connect(self.target.mark_address or self.target.postgres_dsn,
+                                                        autocommit=True,
                                                         connect_timeout=5)
             row = self._mark_connection.execute(
                 sql.SQL("select count(*) from {}").format(sql.Identifier(self.target.name))).fetchone()
