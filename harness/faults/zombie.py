@@ -225,19 +225,21 @@ class TaskZombie(Fault):
         return min(15.0, max(5.0, 6 * typical_batch_ms(self.driver) / 1000))
 
     def _grew_mid_task(self, observer: Any, look: dict[str, Any]) -> dict[str, list[int]] | None:
-        """The output grew while a batch is pending: every executor whose workers were busy at some look during
-        that batch (the task that made rows visible may have been busy for a few milliseconds only, between two
-        looks; its executor also ran its reader)."""
+        """The output grew while a batch is pending and a task still runs: every executor whose workers were busy
+        at some look during that batch (the task that made rows visible may have been busy for a few milliseconds
+        only, between two looks; its executor also ran its reader)."""
         pending = self.driver.checkpoint().pending
         if pending != look.get("batch"):
             look["batch"], look["busy"] = pending, {}
-        for eid, pids in busy_workers_by_executor(self.driver).items():
+        busy_now = busy_workers_by_executor(self.driver)
+        for eid, pids in busy_now.items():
             look["busy"].setdefault(eid, set()).update(pids)
         mark = observer.visible_mark()
         if mark == look["mark"]:
             return None
         look["mark"] = mark
-        if pending is None or self.driver.checkpoint().pending != pending or not look["busy"]:
+        # rows that show while no task runs are the driver's commit (a two-phase sink), not a task's write
+        if pending is None or self.driver.checkpoint().pending != pending or not busy_now:
             return None
         return {eid: sorted(pids) for eid, pids in look["busy"].items()}
 

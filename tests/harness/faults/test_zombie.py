@@ -54,3 +54,45 @@ def test_a_zombie_watches_the_output_until_a_watch_of_the_run_saw_no_row_appear_
     history = History()
     history.record("fault-start", fault="driver_kill", moment="task_running", watched_output=True)
     assert _zombie(tmp_path, history)._worth_watching_output([])
+
+
+class _Checkpoint:
+    def __init__(self, pending):
+        self.pending = pending
+
+
+class _Driver:
+    def __init__(self):
+        self.pending = 4
+
+    def checkpoint(self):
+        return _Checkpoint(self.pending)
+
+
+class _Output:
+    def __init__(self):
+        self.mark = 0
+
+    def visible_mark(self):
+        return self.mark
+
+
+def test_rows_that_show_while_no_task_runs_are_no_moment_to_freeze(tmp_path, monkeypatch):
+    from streamcert.harness.faults import zombie as module
+
+    driver, output = _Driver(), _Output()
+    fault = build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {}),
+                        FaultContext(driver=driver, history=History(), workdir=tmp_path, observer=output))
+    busy = {"1": [101]}
+    monkeypatch.setattr(module, "busy_workers_by_executor", lambda _driver: dict(busy))
+    look = {"mark": 0, "batch": None, "busy": {}}
+    assert fault._grew_mid_task(output, look) is None  # nothing new yet; executor 1 busy in batch 4
+    busy.clear()
+    output.mark = 10  # a two-phase sink's driver commit: the rows show after every task finished
+    assert fault._grew_mid_task(output, look) is None
+    busy["2"] = [202]
+    output.mark = 20  # a task's own write: it still runs (its commit's answer on its way)
+    assert fault._grew_mid_task(output, look) == {"1": [101], "2": [202]}
+    driver.pending = None
+    output.mark = 30  # no batch pending: nothing to lose
+    assert fault._grew_mid_task(output, look) is None
