@@ -42,6 +42,10 @@ class Comparison:
     metrics: dict[str, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
     checks: list[CheckOutcome] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: the two results as read (the page draws their runs over each other)
+    baseline: dict[str, Any] = field(default_factory=dict, repr=False)
+    candidate: dict[str, Any] = field(default_factory=dict, repr=False)
+    paths: tuple[str, str] = ("", "")
 
     @property
     def regressed(self) -> bool:
@@ -154,5 +158,9 @@ def compare_files(baseline: Path | str, candidate: Path | str,
         if checks:
             raise ConfigurationError("Regression checks apply to benchmark results, not certifications.",
                                      hint="Drop --check: a certification regresses when a verdict gets worse.")
-        return _compare_verdicts(baseline, candidate)
-    return _compare_bench(before, after, checks or [])
+        comparison = _compare_verdicts(baseline, candidate)
+    else:
+        comparison = _compare_bench(before, after, checks or [])
+    comparison.baseline, comparison.candidate = before, after
+    comparison.paths = (str(baseline), str(candidate))
+    return comparison

@@ -175,6 +175,15 @@ def _compare(args: argparse.Namespace) -> int:
     comparison = compare_files(args.baseline, args.candidate, [parse_check(text) for text in args.check])
     for line in comparison.lines() or [f"no {comparison.kind} difference"]:
         print(line)
+    if args.out:
+        from pathlib import Path
+
+        from streamcert.reports.compare_html import compare_html
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.html").write_text(compare_html(comparison))
+        print(out / "compare.html", file=sys.stderr)
     return EXIT_FAILED if comparison.regressed else EXIT_OK
 
 
@@ -449,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--check", action="append", default=[], metavar="METRIC:±N%",
                          help="a regression check on benchmark results, e.g. throughput:-5%% or p99_latency:+10%% "
                               "(repeatable); exit 1 when one fails")
+    compare.add_argument("--out", metavar="DIR", help="also write DIR/compare.html: the table and, for benchmarks, "
+                                                      "each case's runs overlaid in time")
     compare.set_defaults(func=_compare)
     return parser
 

@@ -86,3 +86,30 @@ def test_the_exit_codes_of_compare(tmp_path, capsys):
     assert main(["compare", str(baseline), str(worse), "--check", "fast"]) == 2
     assert main(["compare", str(certification), str(certification)]) == 0
     assert "no certification difference" in capsys.readouterr().out
+
+
+def test_two_benchmarks_compared_on_a_page_with_their_runs_overlaid(tmp_path, capsys):
+    from tests.benchmarks.test_bench import _bench_results
+
+    baseline = _bench_results()
+    candidate = json.loads(json.dumps(baseline))
+    slower = candidate["cases"]["builtin"]
+    slower["records_per_s"] = baseline["cases"]["builtin"]["records_per_s"] * 0.8
+    (tmp_path / "a.json").write_text(json.dumps(baseline))
+    (tmp_path / "b.json").write_text(json.dumps(candidate))
+    code = main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--check", "throughput:-5%",
+                 "--out", str(tmp_path / "page")])
+    assert code == 1 and "REGRESSION: builtin throughput" in capsys.readouterr().out
+    page = (tmp_path / "page" / "compare.html").read_text()
+    assert "Metrics side by side" in page and "REGRESSION" in page and "-20.0 %" in page
+    assert page.count("<svg") == 2  # one overlay per case both results have
+    assert "baseline and candidate over time" in page
+
+
+def test_two_certifications_compared_on_a_page(tmp_path):
+    from streamcert.reports.compare_html import compare_html
+
+    baseline = _candidate(tmp_path / "a", {("dup-sink", "SNK-1"): "pass"})
+    candidate = _candidate(tmp_path / "b", {("dup-sink", "SNK-1"): "fail"})
+    page = compare_html(compare_files(baseline, candidate))
+    assert "Verdicts that changed" in page and "REGRESSION" in page and "dup-sink" in page
