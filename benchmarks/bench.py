@@ -48,6 +48,8 @@ NEUTRAL_SOURCE, NEUTRAL_SINK = "spark-kafka", "spark-kafka-sink"
 _GROWTH_LIMIT = 0.05
 #: The first part of the load is warm-up (the first batches pay Python worker start-up).
 _WARM_UP_FRACTION = 0.2
+#: Records (outside the ledger) the query reads before the load starts: the figures leave Spark's start-up out.
+_WARM_UP_RECORDS = 100
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,9 @@ def scenario_for(case: BenchCase, settings: BenchSettings, rate: float, duration
         name=f"bench-{case.name}", source=case.source, sink=case.sink, kafka_path=case.kafka_path,
         workload=WorkloadSpec(total=total, keys=settings.keys, partitions=settings.partitions,
                               record_bytes=settings.record_bytes, rate=rate, seed=seed),
-        load="open_loop", load_duration_s=duration_s, load_users=2,
+        load="open_loop", load_duration_s=duration_s, load_users=2, warm_up_records=_WARM_UP_RECORDS,
         schedule=list(settings.faults) if with_faults else [], parallelism=2,
+        faults_after_output=_WARM_UP_RECORDS + 1,  # a fault's at_s counts from the load's first visible record
         options={"max_records_per_batch": max(1000, int(rate * 2))}, quiet_timeout_s=60.0, settle_s=5.0)
 
 
@@ -190,13 +193,15 @@ def _window_rate(times: np.ndarray, begin: float, end: float) -> float:
 def measure_run(output: pd.DataFrame, ledger: pd.DataFrame, history: list[dict[str, Any]], rate: float,
                 record_bytes: int, recovery: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A run's benchmark figures from its output (``id``, ``visible_at``, ``produced_at``) and ledger (``id``,
-    ``status``, ``produced_at``, ``acked_at``): scalars and per-second series (seconds since the run began)."""
-    origin = history[0]["time"] if history else float(ledger["produced_at"].min())
+    ``status``, ``produced_at``, ``acked_at``): scalars and per-second series, in seconds from ``origin`` (one
+    second before the first record was produced)."""
     acked = ledger.loc[ledger["status"] == "acked"]
     first = output.drop_duplicates("id")
     delivered = first.loc[first["id"].isin(acked["id"])]
     produced = acked["produced_at"].dropna().to_numpy()
-    load_begin, load_end = (float(produced.min()), float(produced.max())) if len(produced) else (origin, origin)
+    began = history[0]["time"] if history else time.time()
+    load_begin, load_end = (float(produced.min()), float(produced.max())) if len(produced) else (began, began)
+    origin = load_begin - 1.0
     steady_begin = load_begin + _WARM_UP_FRACTION * (load_end - load_begin)
     visible = delivered["visible_at"].to_numpy()
     latencies = (delivered["visible_at"] - delivered["produced_at"]).to_numpy() * 1000
@@ -216,7 +221,7 @@ def measure_run(output: pd.DataFrame, ledger: pd.DataFrame, history: list[dict[s
     generator_kept_up = input_rate >= (1 - _GROWTH_LIMIT * 2) * rate
     summary = histogram.summary()
     return {
-        "rate": rate, "acked": int(len(acked)), "delivered": int(len(delivered)), "lost": lost,
+        "rate": rate, "origin": origin, "acked": int(len(acked)), "delivered": int(len(delivered)), "lost": lost,
         "redelivered": int(len(output) - output["id"].nunique()),
         "input_records_per_s": round(input_rate, 1), "generator_kept_up": generator_kept_up,
         "output_records_per_s": round(output_rate, 1),
@@ -265,7 +270,10 @@ def run_case(env: Any, case: BenchCase, settings: BenchSettings, rate: float, du
     figures = measure_run(output, ledger, result.history, rate, settings.record_bytes,
                           result.metrics.get("recovery"))
     figures["achieved_input_rate"] = (result.metrics.get("load") or {}).get("achieved_rate")
-    figures["faults"] = fault_windows({"history": result.history})
+    shift = figures["origin"] - result.history[0]["time"] if result.history else 0.0
+    figures["faults"] = [{**w, "start_s": w["start_s"] - shift,
+                          "stop_s": None if w["stop_s"] is None else w["stop_s"] - shift}
+                         for w in fault_windows({"history": result.history})]
     return {**run, **figures}
 
 

@@ -53,7 +53,7 @@ from streamcert.harness.verify.metrics import summarize
 from streamcert.spi.connector import Connector, QueryContext
 
 __all__ = ["Scenario", "RunResult", "run_scenario", "prepare_query", "SCHEMA_FILE", "json_schema",
-           "UNRECORDED_ID_BASE"]
+           "UNRECORDED_ID_BASE", "WARM_UP_ID_BASE"]
 
 SCHEMA_FILE = SCHEMAS_DIR / "scenario.schema.json"
 
@@ -107,6 +107,10 @@ class Scenario(BaseModel):
                                                           "committed its first batch, outside the ledger: a "
                                                           "bounded run must not read them (they show as "
                                                           "unexpected)")
+    warm_up_records: int = Field(0, ge=0, description="records produced outside the ledger before the query "
+                                                      "starts: the load waits until the query committed its first "
+                                                      "batch, and the checks and metrics leave them out (a "
+                                                      "benchmark measures the pipeline warm, not Spark's start-up)")
     faults_after_output: int = Field(0, ge=0, description="start the fault timeline once the output shows this "
                                                           "many records (0: when the driver starts)")
     stop_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
@@ -210,10 +214,14 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         faults = FaultContext(environment=env, driver=run.driver, history=run.history,
                               input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer)
         run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
+        if scenario.warm_up_records:
+            run.history.record("warm-up", **_produce_unrecorded(
+                context.bootstrap_servers, context.input_topic, scenario.warm_up_records, scenario.workload,
+                first_id=WARM_UP_ID_BASE))
         run.driver.start()
         run.history.record("driver-start", attempt=run.driver.attempt)
         timeline = _start_timeline(scenario, run)
-        if scenario.load_after_first_batch or scenario.records_after_start:
+        if scenario.load_after_first_batch or scenario.records_after_start or scenario.warm_up_records:
             run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
         if scenario.records_after_start:
             run.history.record("load-after-start", **_produce_unrecorded(
@@ -232,7 +240,8 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         run.history.record("quiesced", **waited, seen=run.observer.count(),
                            observer_transient_errors=run.observer.transient_errors)
         run.history.record("driver-stop", **run.driver.stop_gracefully(scenario.stop_timeout_s))
-        output = _with_keys(run.observer.frame(), run.observer, ledger.frame)
+        output = _without_warm_up(_with_keys(run.observer.frame(), run.observer, ledger.frame),
+                                  scenario.warm_up_records)
         result.evidence = _save_evidence(ledger, output, workdir)
         results = run_checks(_checkers(scenario, bounds), ledger.for_checkers(), output)
         if scenario.schedule:  # a fault that missed its target leaves the verdict unknown
@@ -319,18 +328,27 @@ def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result:
 
 #: Ids of records produced outside the ledger (:attr:`Scenario.records_after_start`) start here.
 UNRECORDED_ID_BASE = 1 << 40
+#: Ids of the warm-up records (:attr:`Scenario.warm_up_records`) start here.
+WARM_UP_ID_BASE = 1 << 41
 
 
-def _produce_unrecorded(bootstrap: str, topic: str, count: int, workload: WorkloadSpec) -> dict[str, Any]:
-    """``count`` records with ids from :data:`UNRECORDED_ID_BASE`, keys of their own; never in the ledger."""
+def _without_warm_up(output: pd.DataFrame, count: int) -> pd.DataFrame:
+    if not count or output.empty:
+        return output
+    return output.loc[~output["id"].between(WARM_UP_ID_BASE, WARM_UP_ID_BASE + count - 1)].reset_index(drop=True)
+
+
+def _produce_unrecorded(bootstrap: str, topic: str, count: int, workload: WorkloadSpec,
+                        first_id: int = UNRECORDED_ID_BASE) -> dict[str, Any]:
+    """``count`` records with ids from ``first_id``, keys of their own; never in the ledger."""
     from streamcert.harness.run.workload import encode_value
     from streamcert.harness.stack.kafka_clients import produce
 
     now = time.time()
-    records = [(f"unrecorded-{i % 7}".encode(), encode_value(UNRECORDED_ID_BASE + i, i, now, workload.record_bytes))
+    records = [(f"unrecorded-{i % 7}".encode(), encode_value(first_id + i, i, now, workload.record_bytes))
                for i in range(count)]
     acked = produce(bootstrap, topic, records)
-    return {"first_id": UNRECORDED_ID_BASE, "count": count, "acknowledged": acked}
+    return {"first_id": first_id, "count": count, "acknowledged": acked}
 
 
 def _wait_for_exit(driver: DriverProcess, timeout: float) -> dict[str, Any]:

@@ -134,7 +134,7 @@ def _overlay(results: dict[str, Any]) -> str:
     svg = series_svg([{"ylabel": "output records/s", "lines": lines("output_per_s")},
                       {"ylabel": "p99 latency ms", "lines": lines("latency_p99_ms")},
                       {"ylabel": "backlog", "lines": lines("backlog")}],
-                     title="The cases overlaid (first repeat of each)")
+                     title="The cases overlaid (first repeat of each)", xlabel="seconds since the load began")
     return f'<h2>Over time, side by side</h2><div class="run">{svg}</div>' if svg else ""
 
 
@@ -153,7 +153,8 @@ def _case_section(name: str, body: dict[str, Any], search: dict[str, Any] | None
             {"ylabel": "latency ms", "lines": lines("latency_p50_ms", "#1f77b4", "p50") +
              lines("latency_p99_ms", "#d62728", "p99")},
             {"ylabel": "backlog", "lines": lines("backlog", "#7f7f7f", "backlog")}],
-            faults=runs[0].get("faults"), title=f"{name}: {len(runs)} repeat(s), the first drawn darker")
+            faults=runs[0].get("faults"), title=f"{name}: {len(runs)} repeat(s), the first drawn darker",
+            xlabel="seconds since the load began")
         if svg:
             parts.append(f'<div class="run">{svg}</div>')
     parts.append(_repeats_table(body.get("runs") or []))

@@ -79,7 +79,8 @@ def _overlays(comparison: Comparison) -> str:
 
         svg = series_svg([{"ylabel": "output records/s", "lines": lines("output_per_s")},
                           {"ylabel": "p99 latency ms", "lines": lines("latency_p99_ms")}],
-                         title=f"{case}: baseline and candidate over time (first repeat of each)")
+                         title=f"{case}: baseline and candidate over time (first repeat of each)",
+                         xlabel="seconds since the load began")
         if svg:
             parts.append(f'<div class="run">{svg}</div>')
     return "<h2>Over time, overlaid</h2>" + "".join(parts) if parts else ""

@@ -159,3 +159,16 @@ def test_a_folder_that_holds_an_earlier_run_is_refused_before_anything_starts(tm
     with pytest.raises(ConfigurationError, match="holds an earlier run"):
         run_scenario(None, Scenario(name="again"), tmp_path)
     assert not (tmp_path / "results.json").exists()
+
+
+def test_warm_up_records_are_left_out_of_what_is_judged_and_a_direct_path_refuses_proxy_faults():
+    import pandas as pd
+
+    from streamcert.harness.scenario import WARM_UP_ID_BASE, _without_warm_up
+
+    output = pd.DataFrame({"id": [1, WARM_UP_ID_BASE, WARM_UP_ID_BASE + 2, WARM_UP_ID_BASE + 3, 2]})
+    assert _without_warm_up(output, 3)["id"].tolist() == [1, WARM_UP_ID_BASE + 3, 2]
+    assert _without_warm_up(output, 0) is output
+    with pytest.raises(ConfigurationError, match="bypasses"):
+        Scenario("direct", kafka_path="direct", schedule=[FaultSpec("latency", "kafka", 1.0, 1.0, {"latency": 50})])
+    assert Scenario("direct", kafka_path="direct", schedule=[FaultSpec("broker_pause", "kafka", 1.0, 1.0)])
