@@ -414,6 +414,7 @@ def _measure_all(env: Any, settings: BenchSettings, cases: list[BenchCase], out:
         except Exception as exc:  # noqa: BLE001 - a case's numbers stand without it; the ratio says unknown
             ceiling = {"error": f"{type(exc).__name__}: {exc}"}
         results["raw_ceiling"]["runs"].append(ceiling)
+        _summarize_ceiling(results["raw_ceiling"])
         _save(results, out)
         for case in cases:
             if case.name not in rates:
@@ -433,9 +434,12 @@ def _measure_all(env: Any, settings: BenchSettings, cases: list[BenchCase], out:
             body.update(summarize_repeats(body["runs"], results["raw_ceiling"]["runs"]))
             results["comparisons"] = comparisons(results["cases"])
             _save(results, out)
-    ceilings = [c for c in results["raw_ceiling"]["runs"] if "error" not in c]
+
+
+def _summarize_ceiling(raw: dict[str, Any]) -> None:
+    ceilings = [c for c in raw["runs"] if "error" not in c]
     for figure in ("produce_records_per_s", "consume_records_per_s", "produce_mb_per_s", "consume_mb_per_s"):
-        results["raw_ceiling"][figure] = _spread([c[figure] for c in ceilings])
+        raw[figure] = _spread([c[figure] for c in ceilings])
 
 
 def _rate_for(env: Any, case: BenchCase, settings: BenchSettings, results: dict[str, Any], out: Path,
