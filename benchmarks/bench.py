@@ -274,7 +274,20 @@ def run_case(env: Any, case: BenchCase, settings: BenchSettings, rate: float, du
     figures["faults"] = [{**w, "start_s": w["start_s"] - shift,
                           "stop_s": None if w["stop_s"] is None else w["stop_s"] - shift}
                          for w in fault_windows({"history": result.history})]
+    failure = _query_failure(result.history)
+    if failure:  # its figures stay as evidence; the repeat is not one of the case's numbers
+        return {**run, **figures, "sustained": False, "error": failure}
     return {**run, **figures}
+
+
+def _query_failure(history: list[dict[str, Any]]) -> str | None:
+    """Why the query ended by itself before the run asked it to stop (its driver exited non-zero), or None:
+    records it never delivered are then not the connector's throughput, nor its loss."""
+    stops = [e for e in history if e.get("kind") == "driver-stop"]
+    if not stops or stops[-1].get("running") is not False or stops[-1].get("exit_code") in (0, None):
+        return None
+    why = stops[-1].get("query_error") or "no error was reported"
+    return f"the query failed (driver exit code {stops[-1]['exit_code']}): {why}"
 
 
 # -- repeats and ratios -----------------------------------------------------------------
@@ -322,6 +335,8 @@ def comparisons(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         pairs = zip(cases[top]["runs"], cases[bottom]["runs"], strict=False)
         ratios: dict[str, list[float]] = {figure: [] for figure in _COMPARED}
         for a, b in pairs:
+            if "error" in a or "error" in b:  # a failed repeat has no figure to compare
+                continue
             for figure in _COMPARED:
                 if a.get(figure) and b.get(figure):
                     ratios[figure].append(a[figure] / b[figure])

@@ -88,27 +88,55 @@ def committer_transactional_id(sink_id: str) -> str:
 # -- topics -------------------------------------------------------------------------------
 
 def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
-    """Driver, when the writer is created: the output topic must exist; staging and decision log topics are
-    created."""
+    """Driver, whenever Spark creates the writer (at query start and again for each batch's commit): the output
+    topic must exist; staging and decision log topics are created when missing.
+
+    A broker that is briefly away (restarting, a network blip) is waited for up to ``timeout`` s rather than
+    failing the query; one that never answered in that time is a configuration error.
+    """
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(client_conf(options.bootstrap_servers, **{"socket.timeout.ms": 5000}))
-    try:
-        topics = admin.list_topics(timeout=min(timeout, 10.0)).topics
-    except KafkaException as exc:
-        raise ConfigurationError(
-            f"The {SINK_NAME} sink cannot reach Kafka at {options.bootstrap_servers}: {exc.args[0].str()}.",
-            hint="Check kafka.bootstrap.servers and that the broker is up.") from None
+    deadline = time.monotonic() + timeout
+    topics = _retrying(lambda: admin.list_topics(timeout=min(timeout, 10.0)).topics, deadline,
+                       f"The {SINK_NAME} sink cannot reach Kafka at {options.bootstrap_servers}",
+                       "Check kafka.bootstrap.servers and that the broker is up.")
     if options.topic not in topics or topics[options.topic].error is not None:
         raise ConfigurationError(f"The output topic {options.topic!r} of the {SINK_NAME} sink does not exist.",
                                  hint="Create it first (the sink does not guess partitions or replication).")
     # Staged rows are read only between a batch's write() and its commit() in the same run (a replay stages
     # again), so a day of retention is ample and keeps the second copy from piling up.
-    create_topic(options.bootstrap_servers, options.staging_topic, partitions=options.staging_partitions,
-                 config={"retention.ms": str(_STAGING_RETENTION_MS),
-                         "max.message.bytes": str(_STAGING_MAX_MESSAGE_BYTES)}, timeout=timeout)
-    create_topic(options.bootstrap_servers, options.decision_log_topic, partitions=1,
-                 config={"cleanup.policy": "compact"}, timeout=timeout)
+    wanted = {options.staging_topic: (options.staging_partitions,
+                                      {"retention.ms": str(_STAGING_RETENTION_MS),
+                                       "max.message.bytes": str(_STAGING_MAX_MESSAGE_BYTES)}),
+              options.decision_log_topic: (1, {"cleanup.policy": "compact"})}
+    for topic, (partitions, config) in wanted.items():
+        if topic in topics and topics[topic].error is None:
+            continue  # every batch's commit asks again: an existing topic costs no admin request
+        _retrying(lambda t=topic, n=partitions, c=config: create_topic(
+            options.bootstrap_servers, t, partitions=n, config=c, timeout=max(1.0, deadline - time.monotonic())),
+            deadline, f"The {SINK_NAME} sink could not create its topic {topic!r}",
+            "Check that the sink's principal may create topics, or create it beforehand.")
+
+
+def _retrying(call: Callable[[], Any], deadline: float, failure: str, hint: str) -> Any:
+    """``call()``, again after a transient Kafka error until ``deadline``; a lasting or permanent error is a
+    :class:`ConfigurationError` that starts with ``failure``."""
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not _transient(err) or time.monotonic() >= deadline:
+                raise ConfigurationError(f"{failure}: {err.str()}.", hint=hint) from None
+        time.sleep(0.5)
+
+
+def _transient(err: KafkaError) -> bool:
+    """A broker that is away or busy, not a refusal: worth asking again."""
+    return err.retriable() or err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                                             KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT,
+                                             KafkaError.NOT_CONTROLLER, KafkaError.LEADER_NOT_AVAILABLE)
 
 
 # -- producers ----------------------------------------------------------------------------

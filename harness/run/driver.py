@@ -128,8 +128,8 @@ class DriverProcess(ProcessBacked):
         ``leftover_processes`` of this attempt still alive ``linger_s`` s after the driver exited (a connector's
         thread or process that outlives its query), and the checkpoint's ``pending_batch`` / ``latest_commit``.
         """
-        if not self.is_running():
-            return {"running": False, "exit_code": self.exit_code()}
+        if not self.is_running():  # it ended by itself: say why, if the query failed
+            return {"running": False, "exit_code": self.exit_code(), "query_error": self.query_error()}
         assert self._process is not None
         began = time.monotonic()
         # the Python driver alone: it stops the query between batches; a SIGTERM to its JVM would kill the query
@@ -192,6 +192,13 @@ class DriverProcess(ProcessBacked):
             if attempt is None or event.get("attempt") == attempt:
                 out.append(event)
         return out
+
+    def query_error(self, attempt: int | None = None) -> str | None:
+        """The first line of the error the query of ``attempt`` (default: the latest) terminated with, if any."""
+        attempt = self.attempt if attempt is None else attempt
+        errors = [e.get("error") for e in self.events(attempt) if e.get("event") in ("terminated", "failed")]
+        errors = [e for e in errors if e]
+        return errors[0].strip().splitlines()[0][:500] if errors else None
 
     def checkpoint(self) -> CheckpointState:
         return checkpoint_state(Path(self.spec.checkpoint))

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamcert.benchmarks.bench import (CASES, COMPARISONS, BenchSettings, comparisons, measure_run, resolve_cases,
-                                         summarize_repeats)
+from streamcert.benchmarks.bench import (CASES, COMPARISONS, BenchSettings, _query_failure, comparisons, measure_run,
+                                         resolve_cases, summarize_repeats)
 from streamcert.harness.errors import ConfigurationError
 from streamcert.reports.bench_html import bench_html
 
@@ -101,6 +101,20 @@ def test_comparisons_divide_repeat_by_repeat():
     ratio = found["reference_vs_builtin"]
     assert ratio["output_records_per_s"] == {"median": 0.55, "min": 0.5, "max": 0.6, "n": 2}
     assert ratio["latency_p99_ms"]["min"] == 1.0 and ratio["latency_p99_ms"]["max"] == 2.0
+
+
+def test_a_query_that_failed_is_a_failed_repeat_kept_out_of_medians_and_ratios():
+    died = {"kind": "driver-stop", "time": 9.0, "running": False, "exit_code": 1,
+            "query_error": "StreamingQueryException: broker transport failure"}
+    assert "broker transport failure" in _query_failure([{"kind": "driver-start"}, died])
+    assert _query_failure([{"kind": "driver-stop", "running": True, "exited": True, "exit_code": 0}]) is None
+    assert _query_failure([{"kind": "driver-stop", "running": False, "exit_code": 0}]) is None  # availableNow
+    failed = {**_repeat(300, 900), "error": _query_failure([died])}
+    summary = summarize_repeats([_repeat(900, 300), failed, _repeat(1000, 200)], [None, None, None])
+    assert summary["failed_repeats"] == 1 and summary["spread"]["output_records_per_s"]["min"] == 900
+    found = comparisons({"reference": {"runs": [_repeat(500, 400), failed]},
+                         "builtin": {"runs": [_repeat(1000, 200), _repeat(1000, 300)]}})
+    assert found["reference_vs_builtin"]["output_records_per_s"]["n"] == 1
 
 
 def test_every_comparison_names_cases_that_exist():

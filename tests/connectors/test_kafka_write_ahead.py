@@ -7,6 +7,7 @@ import uuid
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from streamcert.connectors import kafka_write_ahead as wa
 from streamcert.connectors.kafka_sink_options import parse_sink_options
@@ -178,6 +179,32 @@ def test_options_are_validated_with_the_option_named(stack):
     with pytest.raises(ConfigurationError, match="does not exist"):
         wa.ensure_topics(parse_sink_options({**base, "kafka.bootstrap.servers": stack.endpoints.bootstrap_servers,
                                              "topic": f"missing-{uuid.uuid4().hex[:6]}"}))
+
+
+def test_a_broker_away_for_seconds_delays_the_writer_instead_of_failing_the_query(clean_links):
+    """Spark creates the writer again for every batch's commit: a broker restarting then must be waited for
+    (the reference pipeline's query died on a 3 s Kafka outage in a benchmark), an absent one still named."""
+    import threading
+    import time
+
+    env = clean_links
+    topic = f"wa-{uuid.uuid4().hex[:8]}"
+    create_topic(env.endpoints.bootstrap_servers, topic)
+    opts = parse_sink_options({"kafka.bootstrap.servers": env.endpoints.bootstrap_servers, "topic": topic,
+                               "sinkId": f"s{uuid.uuid4().hex[:8]}"})
+    env.kafka_link.disable()
+    threading.Timer(3.0, env.kafka_link.enable).start()
+    began = time.monotonic()
+    wa.ensure_topics(opts, timeout=30.0)  # creates the staging and decision log topics once the link is back
+    assert time.monotonic() - began >= 2.5
+    topics = AdminClient(client_conf(env.endpoints.bootstrap_servers)).list_topics(timeout=10).topics
+    assert {opts.staging_topic, opts.decision_log_topic} <= set(topics)
+
+    nowhere = parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": topic, "sinkId": "s"})
+    began = time.monotonic()
+    with pytest.raises(ConfigurationError, match="cannot reach Kafka at 127.0.0.1:1"):
+        wa.ensure_topics(nowhere, timeout=3.0)
+    assert time.monotonic() - began < 15
 
 
 def test_a_cached_staging_producer_fenced_by_another_worker_is_replaced_not_fatal(options):
