@@ -114,8 +114,10 @@ def series_svg(panels: list[dict[str, Any]], faults: list[dict[str, Any]] | None
         axes.set_xlim(0, max(end, 1))
         axes.set_ylim(bottom=0)
         labelled = [line for line in panel["lines"] if line.get("label")]
-        if labelled:
-            axes.legend(fontsize=7, loc="upper right", frameon=False, ncol=min(4, len(labelled)))
+        if len(labelled) > 3:  # inside, that many names sit on the lines
+            axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        elif labelled:
+            axes.legend(fontsize=7, loc="upper right", frameon=False, ncol=len(labelled))
     for window in faults or []:
         axes_list[0, 0].annotate(window["fault"], xy=(window["start_s"], 1.0), xycoords=("data", "axes fraction"),
                                  xytext=(2, -4), textcoords="offset points", fontsize=7,
