@@ -16,7 +16,7 @@ from typing import Iterator
 
 from rich.console import Console
 
-__all__ = ["Step", "step", "console"]
+__all__ = ["Step", "step", "note", "console"]
 
 console = Console(stderr=True, highlight=False)
 
@@ -63,3 +63,9 @@ def step(description: str) -> Iterator[Step]:
         print(f"streamcert: {description} failed after {current.elapsed:.1f}s", file=sys.stderr, flush=True)
         raise
     print(f"streamcert: {description} done ({current.elapsed:.1f}s)", file=sys.stderr, flush=True)
+
+
+def note(text: str) -> None:
+    """One line of news for the user (stderr; silent under ``STREAMCERT_QUIET``)."""
+    if not _quiet():
+        print(f"streamcert: {text}", file=sys.stderr, flush=True)

@@ -66,6 +66,31 @@ def _env_check(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failures else EXIT_OK
 
 
+# -- env clean -------------------------------------------------------------------
+
+def _env_clean(args: argparse.Namespace) -> int:
+    from streamcert.harness.stack.runs import reap_orphans, survey
+
+    before = survey()
+    report = reap_orphans()
+    live = [state for state in before if not state.orphan]
+    if args.json:
+        print(json.dumps({**report.as_dict(), "live_runs": [state.describe() for state in live]}))
+    else:
+        for state in before:
+            if state.orphan:
+                print(f"reaped {state.describe()}")
+        for state in live:
+            print(f"left alone: {state.describe()}")
+        print(report.summary() + (f"; {len(live)} live run(s) left alone" if live else ""))
+    if report.still_alive:
+        print(f"{len(report.still_alive)} process(es) survived SIGKILL: {report.still_alive[:10]}. They are stuck "
+              "in the kernel (uninterruptible I/O); look at them with `ps -o pid,stat,wchan -p PID`.",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 # -- env up ----------------------------------------------------------------------
 
 def _env_up(args: argparse.Namespace) -> int:
@@ -359,12 +384,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks and client logs")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    env = commands.add_parser("env", help="the local stack: check prerequisites, start it, smoke-test it")
+    env = commands.add_parser("env", help="the local stack: check prerequisites, start it, smoke-test it, clean up")
     env_commands = env.add_subparsers(dest="env_command", metavar="ACTION", required=True)
 
     check = env_commands.add_parser("check", help="diagnose prerequisites and caches")
     check.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     check.set_defaults(func=_env_check)
+
+    clean = env_commands.add_parser("clean", help="reap runs whose owner was killed: their servers and work "
+                                    "folders (live runs of other processes are left alone)")
+    clean.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    clean.set_defaults(func=_env_clean)
 
     def stack_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),

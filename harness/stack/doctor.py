@@ -22,8 +22,8 @@ from streamcert.harness.stack.cache import cache_dir
 from streamcert.harness.stack.jvm_start import class_archive_state
 from streamcert.harness.stack.install import (KAFKA_VERSION, TOXIPROXY_VERSION, find_go, find_java, kafka_lib_dir,
                                               postgres_bin_dir, toxiproxy_binary)
-from streamcert.harness.stack.process import token_carriers
 from streamcert.harness.stack.providers import docker_available
+from streamcert.harness.stack.runs import survey
 
 __all__ = ["Check", "CHECKS", "diagnose", "required_failures", "stray_processes"]
 
@@ -138,15 +138,24 @@ def _class_archive() -> Check:
 
 
 def stray_processes() -> list[int]:
-    """Pids of processes carrying any streamcert run token (left by a run that was killed)."""
-    return sorted(token_carriers())
+    """Pids of the processes of orphaned runs: runs whose owner was killed before it could stop them."""
+    return sorted(pid for state in survey() if state.orphan for pid in state.pids)
 
 
 def _strays() -> Check:
-    pids = [pid for pid in stray_processes() if pid != os.getppid()]
-    return Check("leftover processes", not pids, False,
-                 "none" if not pids else f"{len(pids)} from earlier runs: {pids[:10]}",
-                 "" if not pids else "Kill them (`kill -9 PID`); they hold ports and memory.")
+    states = survey()
+    orphans = [state for state in states if state.orphan]
+    live = [state for state in states if not state.orphan and state.owner_pid != os.getppid()]
+    others = (f"; {len(live)} live run(s) of other processes, left alone: "
+              + "; ".join(state.describe() for state in live[:3])) if live else ""
+    if not orphans:
+        return Check("leftover processes", True, False, "no orphaned runs" + others)
+    pids = [pid for state in orphans for pid in state.pids]
+    return Check("leftover processes", False, False,
+                 f"{len(orphans)} orphaned run(s), {len(pids)} process(es) {pids[:10]}: "
+                 + "; ".join(state.describe() for state in orphans[:3]) + others,
+                 "Their owners were killed; they hold ports and memory. `streamcert env clean` reaps them (the next "
+                 "start of a stack does too); live runs of other processes are never touched.")
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (_python, _packages, _java, _docker, _kafka, _toxiproxy, _postgres,

@@ -10,7 +10,9 @@ use) and the direct ones (for admin work and raw-broker baselines).
 
 ``stop`` is idempotent, runs on errors during ``start`` too, and finishes by
 killing any process that still carries the run token, so a run never leaves
-a server behind.
+a server behind. A run whose owner is killed before it can stop stays in the
+run registry (:mod:`streamcert.harness.stack.runs`); the next start on the
+machine reaps it (``reaped`` says what it found).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.progress import note
 from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka
 from streamcert.harness.stack.ports import LOOPBACK, free_port
 from streamcert.harness.stack.postgres import LocalPostgres
@@ -32,6 +35,7 @@ from streamcert.harness.stack.process import processes_with_token, reap
 from streamcert.harness.stack.providers import external_endpoints, select_provider
 from streamcert.harness.stack.readiness import kafka_readiness, postgres_readiness
 from streamcert.harness.stack.resources import KafkaServer, PostgresServer, ToxiproxyServer
+from streamcert.harness.stack.runs import ReapReport, RunRecord, reap_orphans, register_run, unregister_run
 from streamcert.harness.stack.spark import SparkConfig, SparkResource
 from streamcert.harness.stack.toxiproxy import Link, LocalToxiproxy, ToxiproxyApi
 
@@ -82,6 +86,7 @@ class Environment:
         self._network: Any = None
         self._own_workdir = False
         self.startup_seconds: float | None = None
+        self.reaped: ReapReport | None = None
         self._started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -100,7 +105,9 @@ class Environment:
         self.provider = select_provider(self.config.provider)
         self._started = True
         try:
+            self._reap_orphans()
             self._make_workdir()
+            register_run(RunRecord.for_this_process(self.run_token, self.workdir, self._own_workdir))
             if self.provider == "local":
                 self._start_local()
             elif self.provider == "testcontainers":
@@ -128,6 +135,7 @@ class Environment:
         reap(self.run_token)
         if self.workdir is not None and self._own_workdir and not self.config.keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        unregister_run(self.run_token)
         self._started = False
         if errors:
             raise errors[0]
@@ -175,6 +183,12 @@ class Environment:
         return len(processes_with_token(self.run_token))
 
     # -- providers -------------------------------------------------------------
+
+    def _reap_orphans(self) -> None:
+        """Servers of runs whose owner was killed hold ports and memory this run needs: reap them first."""
+        self.reaped = reap_orphans()
+        if self.reaped.runs:
+            note(self.reaped.summary())
 
     def _make_workdir(self) -> None:
         if self.config.workdir is not None:

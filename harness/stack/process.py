@@ -6,6 +6,11 @@ it). Grandchildren inherit it (Spark's executors and Python workers,
 PostgreSQL's backends), so :func:`processes_with_token` finds everything a run
 left behind, whoever started it, and :func:`reap` kills it.
 
+Each also carries its run's *owner* (``STREAMCERT_RUN_OWNER``: the pid and
+start time of the process that started the run), so a later run can tell the
+servers of a live run from those of a run whose owner was killed
+(:mod:`streamcert.harness.stack.runs` reaps the latter).
+
 Processes are found and waited for with psutil. A process that has exited but
 whose parent has not reaped it (a *zombie*) counts as gone: orphans are
 re-parented to PID 1, which in a container often never reaps them.
@@ -18,6 +23,7 @@ import os
 import signal
 import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
@@ -32,28 +38,80 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RUN_TOKEN_VAR",
+    "OWNER_VAR",
+    "Owner",
     "token_env",
+    "run_owner",
     "tail_file",
     "ManagedProcess",
     "ProcessBacked",
     "run_logged",
     "token_carriers",
+    "carriers_with_owner",
     "processes_with_token",
     "reap",
 ]
 
 RUN_TOKEN_VAR = "STREAMCERT_RUN_TOKEN"
+OWNER_VAR = "STREAMCERT_RUN_OWNER"
 
 #: How long processes get to disappear after SIGKILL (only a process stuck in the kernel takes longer).
 _EXIT_TIMEOUT = 10.0
 
 
+@dataclass(frozen=True)
+class Owner:
+    """The process that owns a run: its pid and start time (a pid alone may since name another process)."""
+
+    pid: int
+    started: float
+
+    @classmethod
+    def of(cls, pid: int | None = None) -> "Owner":
+        """The owner record of process ``pid`` (default: this process)."""
+        pid = os.getpid() if pid is None else pid
+        return cls(pid, round(psutil.Process(pid).create_time(), 2))
+
+    @classmethod
+    def parse(cls, spec: str | None) -> "Owner | None":
+        """The owner written by :meth:`spec`, or None for a missing or garbled value."""
+        pid, _, started = (spec or "").partition("@")
+        try:
+            return cls(int(pid), float(started))
+        except ValueError:
+            return None
+
+    def spec(self) -> str:
+        return f"{self.pid}@{self.started:.2f}"
+
+    def alive(self) -> bool:
+        """True while the very process that started the run runs (not a later one given the same pid)."""
+        try:
+            proc = psutil.Process(self.pid)
+            return proc.status() != psutil.STATUS_ZOMBIE and abs(proc.create_time() - self.started) < 0.5
+        except psutil.Error:
+            return False
+
+
 def token_env(token: str, base: Mapping[str, str] | None = None, var: str = RUN_TOKEN_VAR) -> dict[str, str]:
-    """A copy of ``base`` (default: this process's environment) with ``var=token``; an empty token adds nothing."""
+    """A copy of ``base`` (default: this process's environment) with ``var=token``; an empty token adds nothing.
+
+    The run's owner goes along (``OWNER_VAR``): inherited when ``base`` already carries the same run, else this
+    process, so the servers a scenario's driver process starts still belong to the run, not to that driver.
+    """
     env = dict(os.environ if base is None else base)
     if token:
+        env[OWNER_VAR] = run_owner(token, env, var).spec()
         env[var] = token
     return env
+
+
+def run_owner(token: str, environ: Mapping[str, str] | None = None, var: str = RUN_TOKEN_VAR) -> Owner:
+    """The owner of run ``token`` as seen from ``environ`` (default: this process's environment): the one it names
+    when it already carries that run, else this process."""
+    environ = os.environ if environ is None else environ
+    inherited = Owner.parse(environ.get(OWNER_VAR)) if environ.get(var) == token else None
+    return inherited or Owner.of()
 
 
 def tail_file(path: Path, lines: int = 20) -> str:
@@ -326,16 +384,24 @@ def _kill_group(pid: int) -> None:
 
 def _carriers(var: str) -> Iterator[tuple[psutil.Process, str]]:
     """Live processes other than this one whose environment has ``var``, with its value."""
+    for proc, value, _ in carriers_with_owner(var):
+        yield proc, value
+
+
+def carriers_with_owner(var: str = RUN_TOKEN_VAR) -> Iterator[tuple[psutil.Process, str, Owner | None]]:
+    """Live processes other than this one whose environment has ``var``: each with its token and its run's owner
+    (None when the process does not say: started by a streamcert without owners)."""
     own = os.getpid()
     for proc in psutil.process_iter(["status"]):
         if proc.pid == own or proc.info["status"] == psutil.STATUS_ZOMBIE:
             continue
         try:
-            value = proc.environ().get(var)
+            environ = proc.environ()
         except psutil.Error:  # gone meanwhile, or another user's
             continue
+        value = environ.get(var)
         if value is not None:
-            yield proc, value
+            yield proc, value, Owner.parse(environ.get(OWNER_VAR))
 
 
 def token_carriers(var: str = RUN_TOKEN_VAR) -> dict[int, str]:

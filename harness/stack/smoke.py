@@ -209,6 +209,7 @@ def run_smoke(provider: str = "auto", spark_master: str | None = None) -> dict[s
         env.start()
         result["cold_start_s"] = round(time.monotonic() - began, 2)
         result["provider"] = env.provider
+        result["orphans_reaped"] = env.reaped.as_dict() if env.reaped is not None else None
         result["endpoints"] = env.endpoints.as_dict()
         bootstrap = env.endpoints.bootstrap_servers
         topic = f"smoke-{uuid.uuid4().hex[:8]}"

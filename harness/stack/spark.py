@@ -25,7 +25,7 @@ from streamcert.harness.stack.cache import cache_dir
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
-from streamcert.harness.stack.process import RUN_TOKEN_VAR
+from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 
 __all__ = ["DEFAULT_MASTER", "SparkConfig", "validate_master", "spark_session", "stop_spark", "SparkResource"]
 
@@ -128,7 +128,8 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
         builder = builder.config(key, value)
     # The token is inherited by the driver JVM, executors and Python workers (so teardown finds them
     # all) but must not leak into processes this interpreter starts later.
-    with _env_var(RUN_TOKEN_VAR, run_token or None):
+    owner = run_owner(run_token).spec() if run_token else None
+    with _env_var(RUN_TOKEN_VAR, run_token or None), _env_var(OWNER_VAR, owner):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.log_level)
     return spark

@@ -1,13 +1,16 @@
-"""The doctor's prerequisite checks (diagnose) and its count of processes left by killed runs."""
+"""The doctor's prerequisite checks (diagnose) and the processes of orphaned runs it points at."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 from streamcert.harness.stack import doctor
 from streamcert.harness.stack.doctor import CHECKS, Check, diagnose, required_failures, stray_processes
-from streamcert.harness.stack.process import ManagedProcess, token_env
+from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, ManagedProcess, processes_with_token, token_env
+from streamcert.harness.stack.runs import RUNS_VAR, reap_orphans
 
 
 def test_diagnose_runs_every_check_once_in_order():
@@ -22,23 +25,29 @@ def test_the_prerequisite_checks_are_not_named_like_the_output_checkers():
     assert not hasattr(doctor, "run_checks")
 
 
-def test_a_process_carrying_a_run_token_is_a_stray(tmp_path):
+def test_a_live_run_is_left_alone_and_an_orphaned_one_is_a_stray(tmp_path, monkeypatch):
+    monkeypatch.setenv(RUNS_VAR, str(tmp_path / "registry"))
     token = f"stray-{os.getpid()}-{time.time_ns()}"
-    proc = ManagedProcess("stray", ["sleep", "30"], tmp_path / "log", env=token_env(token))
-    proc.start()
+    mine = ManagedProcess("mine", ["sleep", "30"], tmp_path / "log", env=token_env(token))
+    mine.start()
+    orphan_token = f"orphan-{time.time_ns()}"
+    spawner = ("import os, subprocess; subprocess.Popen(['sleep', '30'], env=dict(os.environ, "
+               f"{RUN_TOKEN_VAR}='{orphan_token}', {OWNER_VAR}='1@0.00'), start_new_session=True)")
+    subprocess.run([sys.executable, "-c", spawner], check=True)
     try:
         deadline = time.monotonic() + 5
-        while proc.pid not in stray_processes() and time.monotonic() < deadline:
+        while not processes_with_token(orphan_token) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert proc.pid in stray_processes()
+        orphan_pids = processes_with_token(orphan_token)
+        assert orphan_pids and set(orphan_pids) <= set(stray_processes())
+        assert mine.pid not in stray_processes()  # this process's own run lives
         strays = next(check for check in diagnose() if check.name == "leftover processes")
-        assert strays.ok is False and strays.hint
-        others = [pid for pid in stray_processes() if pid != proc.pid]
-        # the detail names ten; another run on this machine (a certification, say) may own the first ten
-        assert str(proc.pid) in strays.detail if len(others) < 10 else "from earlier runs" in strays.detail
+        assert strays.ok is False and "streamcert env clean" in strays.hint and "never touched" in strays.hint
+        assert orphan_token[:8] in strays.detail
     finally:
-        proc.stop()
-    assert proc.pid not in stray_processes()
+        mine.stop()
+        reap_orphans()
+    assert not set(orphan_pids) & set(stray_processes())
 
 
 def test_required_failures_are_the_failed_required_checks():

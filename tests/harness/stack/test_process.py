@@ -7,8 +7,8 @@ import psutil
 import pytest
 
 from streamcert.harness.errors import StartupFailed
-from streamcert.harness.stack.process import (RUN_TOKEN_VAR, ManagedProcess, ProcessBacked, processes_with_token, reap,
-                                              run_logged, token_carriers, token_env)
+from streamcert.harness.stack.process import (OWNER_VAR, RUN_TOKEN_VAR, ManagedProcess, Owner, ProcessBacked,
+                                              processes_with_token, reap, run_logged, token_carriers, token_env)
 from streamcert.harness.stack.readiness import Readiness
 
 
@@ -148,10 +148,11 @@ def test_exited_says_why_only_once_the_process_has_exited(tmp_path):
 
 def test_token_env_adds_the_token_to_a_copy_and_an_empty_token_adds_nothing():
     base = {"PATH": "/bin"}
-    assert token_env("abc", base) == {"PATH": "/bin", RUN_TOKEN_VAR: "abc"}
+    owner = Owner.of().spec()
+    assert token_env("abc", base) == {"PATH": "/bin", RUN_TOKEN_VAR: "abc", OWNER_VAR: owner}
     assert token_env("", base) == {"PATH": "/bin"}
     assert base == {"PATH": "/bin"}
-    assert token_env("abc", base, var="OTHER_TOKEN") == {"PATH": "/bin", "OTHER_TOKEN": "abc"}
+    assert token_env("abc", base, var="OTHER_TOKEN") == {"PATH": "/bin", "OTHER_TOKEN": "abc", OWNER_VAR: owner}
     assert token_env("xyz")[RUN_TOKEN_VAR] == "xyz" and token_env("xyz")["PATH"] == os.environ["PATH"]
 
 
