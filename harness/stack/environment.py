@@ -17,7 +17,6 @@ machine reaps it (``reaped`` says what it found).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -85,6 +84,7 @@ class Environment:
         self._external = None
         self._network: Any = None
         self._own_workdir = False
+        self._extra_folders: list[Path] = []
         self.startup_seconds: float | None = None
         self.reaped: ReapReport | None = None
         self._started = False
@@ -107,7 +107,7 @@ class Environment:
         try:
             self._reap_orphans()
             self._make_workdir()
-            register_run(RunRecord.for_this_process(self.run_token, self.workdir, self._own_workdir))
+            self._register()
             if self.provider == "local":
                 self._start_local()
             elif self.provider == "testcontainers":
@@ -134,7 +134,8 @@ class Environment:
                 errors.append(exc)
         reap(self.run_token)
         if self.workdir is not None and self._own_workdir and not self.config.keep_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            for folder in [self.workdir, *self._extra_folders]:
+                shutil.rmtree(folder, ignore_errors=True)
         unregister_run(self.run_token)
         self._started = False
         if errors:
@@ -195,10 +196,23 @@ class Environment:
             self.workdir = Path(self.config.workdir)
             self.workdir.mkdir(parents=True, exist_ok=True)
             return
-        self.workdir = Path(tempfile.mkdtemp(prefix="streamcert-"))
-        # Traversable by the `postgres` account when we run as root (PostgreSQL refuses root).
-        os.chmod(self.workdir, 0o755)
+        self.workdir = Path(tempfile.mkdtemp(prefix="streamcert-"))  # owner only (0700)
         self._own_workdir = True
+
+    def _postgres_folder(self) -> Path:
+        """PostgreSQL's folder. When we run as root the server runs as `postgres` (it refuses root) and must reach
+        its folder: a folder of its own beside the work folder, so the work folder stays closed to other users."""
+        assert self.workdir is not None
+        if not self._own_workdir:
+            return self.workdir / "postgres"
+        folder = Path(tempfile.mkdtemp(prefix="streamcert-pg-"))
+        self._extra_folders.append(folder)
+        self._register()
+        return folder
+
+    def _register(self) -> None:
+        register_run(RunRecord.for_this_process(self.run_token, self.workdir, self._own_workdir,
+                                                tuple(self._extra_folders)))
 
     def _start_local(self) -> None:
         assert self.workdir is not None
@@ -214,7 +228,7 @@ class Environment:
                                     start_timeout=self.config.start_timeout)
             self.kafka.start()
         if self.config.postgres:
-            postgres = LocalPostgres(self.workdir / "postgres", run_token=self.run_token,
+            postgres = LocalPostgres(self._postgres_folder(), run_token=self.run_token,
                                      start_timeout=self.config.start_timeout)
             self.postgres = postgres
             postgres.start()

@@ -6,12 +6,19 @@ processes, not the machine: the OS page cache survives a SIGKILL of the
 server, so committed and prepared transactions do too. PostgreSQL refuses to
 run as root, so when streamcert runs as root the server runs as the
 ``postgres`` user that Debian's package creates.
+
+The server asks for a password (``scram-sha-256``, also on loopback): each
+server gets its own random one at ``initdb``. Clients find it in a libpq
+*password file* (0600, the client's user) that the DSN names with
+``passfile=``, so the DSN itself, and every result, report and log that
+quotes it, holds no secret.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -47,8 +54,11 @@ def render_postgresql_conf(port: int, max_prepared_transactions: int = 64) -> st
     )
 
 
-def postgres_dsn(host: str, port: int, dbname: str = DATABASE, user: str = SUPERUSER) -> str:
-    return f"host={host} port={port} dbname={dbname} user={user} connect_timeout=5"
+def postgres_dsn(host: str, port: int, dbname: str = DATABASE, user: str = SUPERUSER,
+                 passfile: Path | None = None) -> str:
+    """A libpq DSN; ``passfile`` names the password file to read the password from."""
+    dsn = f"host={host} port={port} dbname={dbname} user={user} connect_timeout=5"
+    return dsn + (f" passfile={passfile}" if passfile is not None else "")
 
 
 @dataclass
@@ -61,6 +71,7 @@ class LocalPostgres(ProcessBacked):
     run_token: str = ""
     start_timeout: float = 60.0
     _process: ManagedProcess | None = field(default=None, init=False, repr=False)
+    _password: str = field(default_factory=lambda: secrets.token_urlsafe(24), init=False, repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -69,7 +80,12 @@ class LocalPostgres(ProcessBacked):
     @property
     def dsn(self) -> str:
         """DSN straight to the server (bypasses Toxiproxy; for admin and recovery checks)."""
-        return postgres_dsn(LOOPBACK, self.port)
+        return postgres_dsn(LOOPBACK, self.port, passfile=self.passfile)
+
+    @property
+    def passfile(self) -> Path:
+        """The clients' password file (any host and port: the proxy's links lead to this server too)."""
+        return self.workdir / "client.pgpass"
 
     @property
     def log_file(self) -> Path:
@@ -82,27 +98,42 @@ class LocalPostgres(ProcessBacked):
         user = _server_user()
         ensure_port_free(self.port, "PostgreSQL")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.workdir, 0o700)  # the data, the log and the clients' password file: the server's user only
         if user:
             _give_to(user, self.workdir)
         env = token_env(self.run_token, dict(os.environ, LC_ALL="C"))
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb(bindir, user, env)
+            self._write_passfile()
         self._process = ManagedProcess(
             "PostgreSQL", [str(bindir / "postgres"), "-D", str(self.data_dir)], self.log_file,
             env=env, user=user, stop_signal=signal.SIGINT,
         )
         self._process.start()
         # The `postgres` database exists from initdb on; ours is created once the server answers.
-        self._process.wait_ready(postgres_readiness(postgres_dsn(LOOPBACK, self.port, dbname="postgres"),
-                                                    hint=f"Look at {self.log_file}."), self.start_timeout)
+        self._process.wait_ready(postgres_readiness(self._admin_dsn, hint=f"Look at {self.log_file}."),
+                                 self.start_timeout)
         self._ensure_database()
 
+    @property
+    def _admin_dsn(self) -> str:
+        return postgres_dsn(LOOPBACK, self.port, dbname="postgres", passfile=self.passfile)
+
     def _initdb(self, bindir: Path, user: str | None, env: dict[str, str]) -> None:
-        result = subprocess.run(
-            [str(bindir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "-A", "trust",
-             "-E", "UTF8", "--no-locale", "--no-sync"],
-            capture_output=True, text=True, env=env, user=user, timeout=120,
-        )
+        pwfile = self.workdir / "initdb.pw"  # read by initdb as the server's user, gone right after
+        pwfile.write_text(self._password + "\n")
+        os.chmod(pwfile, 0o600)
+        if user:
+            entry = pwd.getpwnam(user)
+            os.chown(pwfile, entry.pw_uid, entry.pw_gid)
+        try:
+            result = subprocess.run(
+                [str(bindir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "--auth=scram-sha-256",
+                 f"--pwfile={pwfile}", "-E", "UTF8", "--no-locale", "--no-sync"],
+                capture_output=True, text=True, env=env, user=user, timeout=120,
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise StartupFailed(f"initdb into {self.data_dir} failed (exit code {result.returncode}).",
                                 hint="Check that the folder is empty and writable by the server user.",
@@ -110,10 +141,16 @@ class LocalPostgres(ProcessBacked):
         with open(self.data_dir / "postgresql.conf", "a") as conf:
             conf.write(render_postgresql_conf(self.port, self.max_prepared_transactions))
 
+    def _write_passfile(self) -> None:
+        """``host:port:database:user:password``; libpq ignores a file others may read, hence 0600 from the start."""
+        handle = os.open(self.passfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(handle, "w") as out:
+            out.write(f"*:*:*:{SUPERUSER}:{self._password}\n")
+
     def _ensure_database(self) -> None:
         import psycopg
 
-        with psycopg.connect(postgres_dsn(LOOPBACK, self.port, dbname="postgres"), autocommit=True) as conn:
+        with psycopg.connect(self._admin_dsn, autocommit=True) as conn:
             exists = conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone()
             if not exists:
                 conn.execute(f"create database {DATABASE}")

@@ -53,12 +53,18 @@ class RunRecord:
     own_workdir: bool
     started_at: float
     command: str
+    extra_folders: tuple[str, ...] = ()  # other folders the run created (PostgreSQL's), removed with it
 
     @classmethod
-    def for_this_process(cls, token: str, workdir: Path | None, own_workdir: bool) -> "RunRecord":
+    def for_this_process(cls, token: str, workdir: Path | None, own_workdir: bool,
+                         extra_folders: tuple[Path, ...] = ()) -> "RunRecord":
         owner = Owner.of()
         return cls(token, owner.pid, owner.started, str(workdir) if workdir else None, own_workdir, time.time(),
-                   " ".join(sys.argv)[:300])
+                   " ".join(sys.argv)[:300], tuple(str(folder) for folder in extra_folders))
+
+    def folders(self) -> list[str]:
+        """The folders that are the run's to remove."""
+        return ([self.workdir] if self.own_workdir and self.workdir else []) + list(self.extra_folders)
 
     @property
     def owner(self) -> Owner:
@@ -135,8 +141,9 @@ def registered_runs() -> dict[str, RunRecord]:
     found = {}
     for path in registry_dir().glob("*.json"):
         try:
-            record = RunRecord(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
+            fields = json.loads(path.read_text())
+            record = RunRecord(**{**fields, "extra_folders": tuple(fields.get("extra_folders", ()))})
+        except (OSError, ValueError, TypeError, AttributeError):
             continue
         found[record.token] = record
     return found
@@ -178,10 +185,10 @@ def reap_orphans() -> ReapReport:
         report.runs.append(state.token)
         report.processes += reap(state.token)
         report.still_alive.extend(processes_with_token(state.token))
-        record = state.record
-        if record is not None and record.own_workdir and record.workdir and Path(record.workdir).exists():
-            shutil.rmtree(record.workdir, ignore_errors=True)
-            report.folders.append(record.workdir)
+        for folder in state.record.folders() if state.record is not None else []:
+            if Path(folder).exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                report.folders.append(folder)
         unregister_run(state.token)
     return report
 

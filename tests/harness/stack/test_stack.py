@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import uuid
 
 import psycopg
@@ -137,3 +138,26 @@ def test_the_process_of_each_server_carries_the_run_token(stack):
     assert all(pid in carriers for pid in pids.values()), (pids, carriers)
     producer = Producer(client_conf(stack.endpoints.bootstrap_servers))
     assert producer is not None
+
+
+def test_the_stack_is_closed_to_other_users_and_postgres_wants_its_password(stack, monkeypatch):
+    monkeypatch.setenv("PGPASSFILE", "/nonexistent")  # no password from elsewhere
+    postgres = stack.postgres
+    assert stat.S_IMODE(stack.workdir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(postgres.workdir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(postgres.passfile.stat().st_mode) == 0o600
+    for dsn in (stack.endpoints.postgres_dsn, stack.endpoints.postgres_direct_dsn):
+        assert "password" not in dsn and f"passfile={postgres.passfile}" in dsn
+        bare = dsn.replace(f"passfile={postgres.passfile}", "")
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(bare, connect_timeout=5).close()
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(bare + " password=guessed", connect_timeout=5).close()
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+    secret = postgres._password.encode()
+    for folder in (stack.workdir, postgres.workdir):
+        leaks = [path for path in folder.rglob("*") if path.is_file() and path != postgres.passfile
+                 and path.stat().st_size < 10_000_000
+                 and secret in path.read_bytes()]
+        assert leaks == []
