@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.errors import ConfigurationError, StreamcertError
 from streamcert.harness.progress import note
 from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka
 from streamcert.harness.stack.ports import LOOPBACK, free_port
@@ -85,6 +85,7 @@ class Environment:
         self._network: Any = None
         self._own_workdir = False
         self._extra_folders: list[Path] = []
+        self._keep_files = False
         self.startup_seconds: float | None = None
         self.reaped: ReapReport | None = None
         self._started = False
@@ -95,7 +96,8 @@ class Environment:
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        self._keep_files_cited_by(exc)
         self.stop()
 
     def start(self) -> "Environment":
@@ -117,7 +119,8 @@ class Environment:
             self._check_through_proxy()
             if self._spark is not None:
                 self._spark.start()
-        except BaseException:
+        except BaseException as exc:
+            self._keep_files_cited_by(exc)
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - began
@@ -133,7 +136,7 @@ class Environment:
             except Exception as exc:  # keep stopping the rest; report after
                 errors.append(exc)
         reap(self.run_token)
-        if self.workdir is not None and self._own_workdir and not self.config.keep_workdir:
+        if self.workdir is not None and self._own_workdir and not (self.config.keep_workdir or self._keep_files):
             for folder in [self.workdir, *self._extra_folders]:
                 shutil.rmtree(folder, ignore_errors=True)
         unregister_run(self.run_token)
@@ -184,6 +187,18 @@ class Environment:
         return len(processes_with_token(self.run_token))
 
     # -- providers -------------------------------------------------------------
+
+    def _keep_files_cited_by(self, exc: BaseException | None) -> None:
+        """An error that sends the user to a log of this run must not have it deleted by the teardown that follows:
+        keep the run's folders, and say so in the error."""
+        if not isinstance(exc, StreamcertError) or not self._own_workdir or self.workdir is None:
+            return
+        folders = [str(folder) for folder in (self.workdir, *self._extra_folders)]
+        if self._keep_files or not any(folder in str(exc) for folder in folders):
+            return
+        self._keep_files = True
+        exc.hint = (f"{exc.hint.rstrip()} " if exc.hint else "") + (
+            f"This run's files, logs included, are kept for you in {' and '.join(folders)}; remove them when done.")
 
     def _reap_orphans(self) -> None:
         """Servers of runs whose owner was killed hold ports and memory this run needs: reap them first."""

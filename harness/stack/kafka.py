@@ -22,12 +22,16 @@ from pathlib import Path
 from typing import Mapping
 
 from streamcert.harness.errors import StartupFailed
+from streamcert.harness.stack.diagnosis import with_diagnosis
 from streamcert.harness.stack.install import KAFKA_VERSION, ensure_kafka, find_java
 from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, run_logged, tail_file, token_env
 from streamcert.harness.stack.readiness import kafka_readiness
 
 __all__ = ["KafkaPorts", "render_server_properties", "render_log4j2", "new_cluster_id", "LocalKafka"]
+
+#: How a user gives the broker more heap (the JVM options are ours).
+_HEAP_HINT = "--kafka-heap-mb, default 512; EnvironmentConfig(kafka_heap_mb=...)"
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,7 @@ class LocalKafka(ProcessBacked):
             self.direct_bootstrap,
             hint=f"Look at {self.log_file}; a slow machine may need a longer start timeout, "
             "a small one a smaller heap (--kafka-heap-mb).",
-        ), self.start_timeout)
+        ), self.start_timeout, heap_hint=_HEAP_HINT)
 
     def _format(self, base: list[str], props_file: Path, env: dict[str, str]) -> None:
         code, output = run_logged(
@@ -184,8 +188,9 @@ class LocalKafka(ProcessBacked):
             description="Formatting Kafka storage", timeout=120, env=env,
         )
         if code != 0:
-            raise StartupFailed(f"Formatting Kafka storage in {self.workdir / 'data'} failed (exit code {code}).",
-                                hint="Delete the folder and retry; check the Java version (17+).", details=output)
+            error = StartupFailed(f"Formatting Kafka storage in {self.workdir / 'data'} failed (exit code {code}).",
+                                  hint="Delete the folder and retry; check the Java version (17+).", details=output)
+            raise with_diagnosis(error, folder=self.workdir, heap_hint=_HEAP_HINT)
 
     def tail(self, lines: int = 20) -> str:
         """The broker's own log (log4j), not the JVM's stdout."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamcert.harness.errors import ConfigurationError, PrerequisiteMissing, StartupFailed
+from streamcert.harness.stack.diagnosis import with_diagnosis
 from streamcert.harness.stack.install import ensure_postgres
 from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, token_env
@@ -135,9 +136,10 @@ class LocalPostgres(ProcessBacked):
         finally:
             pwfile.unlink(missing_ok=True)
         if result.returncode != 0:
-            raise StartupFailed(f"initdb into {self.data_dir} failed (exit code {result.returncode}).",
-                                hint="Check that the folder is empty and writable by the server user.",
-                                details=(result.stdout + result.stderr)[-3000:])
+            error = StartupFailed(f"initdb into {self.data_dir} failed (exit code {result.returncode}).",
+                                  hint="Check that the folder is empty and writable by the server user.",
+                                  details=(result.stdout + result.stderr)[-3000:])
+            raise with_diagnosis(error, folder=self.workdir)
         with open(self.data_dir / "postgresql.conf", "a") as conf:
             conf.write(render_postgresql_conf(self.port, self.max_prepared_transactions))
 

@@ -259,9 +259,17 @@ class ManagedProcess:
     def resume(self) -> None:
         self._signal_group(signal.SIGCONT)
 
-    def wait_ready(self, readiness: "Readiness", timeout: float) -> object:
-        """Wait until ``readiness`` says the server answers; fail at once, with the log's last lines, if it exits."""
-        return readiness.wait(timeout, abort=self.exited, evidence=self.tail)
+    def wait_ready(self, readiness: "Readiness", timeout: float, heap_hint: str = "a larger -Xmx") -> object:
+        """Wait until ``readiness`` says the server answers; fail at once, with the log's last lines, if it exits.
+
+        The failure's hint names the cause the last lines show (heap too small, disk full...) when there is one.
+        """
+        from streamcert.harness.stack.diagnosis import with_diagnosis
+
+        try:
+            return readiness.wait(timeout, abort=self.exited, evidence=self.tail)
+        except StreamcertError as exc:
+            raise with_diagnosis(exc, self.tail(60), folder=self.log_path.parent, heap_hint=heap_hint) from None
 
 
 def _live_group_members(pgid: int) -> list[int]:

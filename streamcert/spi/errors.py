@@ -37,4 +37,18 @@ class ConfigurationError(StreamcertError):
 
 
 def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())
+    return "\n".join("    " + line for line in _without_frame_walls(text.splitlines()))
+
+
+def _without_frame_walls(lines: list[str], keep: int = 3) -> list[str]:
+    """Stack traces quoted as evidence keep their first ``keep`` frames of each run; the error line says enough."""
+    kept: list[str] = []
+    run = 0
+    for line in lines:
+        frame = line.lstrip().startswith(("at ", "File \"")) and line[:1].isspace()
+        run = run + 1 if frame else 0
+        if run <= keep:
+            kept.append(line)
+        elif run == keep + 1:
+            kept.append(line[: len(line) - len(line.lstrip())] + "...")
+    return kept
