@@ -476,8 +476,10 @@ def _save(results: dict[str, Any], out: Path) -> None:
     import json
     import os
 
+    from streamcert.harness.redaction import redact
+
     partial = out / "bench.json.partial"
-    partial.write_text(json.dumps(results, indent=1, default=str))
+    partial.write_text(json.dumps(redact(results), indent=1, default=str))
     os.replace(partial, out / "bench.json")  # a reader never sees half a file
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streamcert.conformance.verdicts import Verdict
 from streamcert.harness.results import ConnectorSummary
+from streamcert.harness.redaction import redact
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.stack.machine import machine_info
 
@@ -98,7 +99,7 @@ class CertificationResult(BaseModel):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".json.partial")
-        partial.write_text(json.dumps(self.model_dump(mode="json"), indent=2, default=str))
+        partial.write_text(json.dumps(redact(self.model_dump(mode="json")), indent=2, default=str))
         os.replace(partial, path)
         return path
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from streamcert.harness.redaction import redact
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.stack.machine import machine_info
 
@@ -82,7 +83,7 @@ class RunResult(BaseModel):
     def save(self, path: Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2, default=str))
+        path.write_text(json.dumps(redact(self.to_dict()), indent=2, default=str))
         return path
 
     @classmethod

@@ -94,13 +94,14 @@ def _env_clean(args: argparse.Namespace) -> int:
 # -- env up ----------------------------------------------------------------------
 
 def _env_up(args: argparse.Namespace) -> int:
+    from streamcert.harness.redaction import redact
     from streamcert.harness.stack.environment import Environment, EnvironmentConfig
     from streamcert.harness.stack.spark import SparkConfig
 
     config = EnvironmentConfig(provider=args.provider, kafka_heap_mb=args.kafka_heap_mb,
                                spark=SparkConfig(master=args.spark_master) if args.spark else None)
     with Environment(config) as env:
-        endpoints = env.endpoints.as_dict()
+        endpoints = redact(env.endpoints.as_dict())
         _print_table([(name, str(value)) for name, value in endpoints.items()], ("endpoint", "address"))
         print(json.dumps({"provider": env.provider, "startup_s": round(env.startup_seconds or 0, 2),
                           "run_token": env.run_token, **endpoints}), flush=True)
@@ -118,6 +119,7 @@ def _env_up(args: argparse.Namespace) -> int:
 # -- env smoke -------------------------------------------------------------------
 
 def _env_smoke(args: argparse.Namespace) -> int:
+    from streamcert.harness.redaction import redact
     from streamcert.harness.stack.smoke import failed_expectations, run_smoke
 
     result = run_smoke(provider=args.provider, spark_master=args.spark_master)
@@ -128,7 +130,7 @@ def _env_smoke(args: argparse.Namespace) -> int:
         print(f"smoke step {name} failed: {error}", file=sys.stderr)
     if failed:
         print(f"smoke: {len(failed)} expectation(s) not met: {', '.join(failed)}", file=sys.stderr)
-    print(json.dumps(result, default=str), flush=True)
+    print(json.dumps(redact(result), default=str), flush=True)
     return EXIT_OK if not failed else EXIT_FAILED
 
 
