@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from streamcert.harness.arguments import positive_int, seed
 from streamcert.harness.stack.machine import machine_info
 from streamcert.harness.verify.checkers import CheckResult, combined_valid, exactly_once_checkers
 
@@ -244,10 +245,10 @@ def _table(results: list[CheckResult], timings: dict[str, dict], total: float, m
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.checkers",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=10_000_000)
-    parser.add_argument("--keys", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--faults", type=int, default=10, help="faults of each kind injected into the output")
+    parser.add_argument("--records", type=positive_int, default=10_000_000)
+    parser.add_argument("--keys", type=positive_int, default=10_000)
+    parser.add_argument("--seed", type=seed, default=1)
+    parser.add_argument("--faults", type=positive_int, default=10, help="faults of each kind injected into the output")
     parser.add_argument("--out", type=Path, default=Path("results/bench/checkers.json"))
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
     parser.add_argument("--no-tracemalloc", action="store_true", help="skip per-checker allocation peaks")
@@ -257,7 +258,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine = _machine()  # before pinning, so it reports the machine rather than the pin
     pinned = None if args.no_pin else _pin_to_one_cpu()
     started = time.perf_counter()
-    workload = make_workload(args.records, args.keys, args.seed, args.faults)
+    try:
+        workload = make_workload(args.records, args.keys, args.seed, args.faults)
+    except ValueError as exc:  # too few records or keys to hide the faults in
+        print(f"streamcert: error: --records {args.records} --keys {args.keys} --faults {args.faults}: {exc}. "
+              "Hint: each fault needs its own key with three or more committed records; e.g. --records 100000 "
+              "--keys 1000.", file=sys.stderr)
+        return 2
     if args.categorical_keys:
         workload.output["key"] = workload.output["key"].astype("category")
     generate_s = time.perf_counter() - started

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from streamcert.harness.arguments import positive_int
 from streamcert.benchmarks.raw import raw_consume
 
 SCHEMA_VERSION = 1
@@ -173,10 +174,10 @@ def _ratios(cases: dict[str, Any]) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.connectors",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--record-bytes", type=int, default=100)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--records", type=positive_int, default=1_000_000)
+    parser.add_argument("--record-bytes", type=positive_int, default=100)
+    parser.add_argument("--partitions", type=positive_int, default=4)
+    parser.add_argument("--repeats", type=positive_int, default=1)
     parser.add_argument("--cases", default=",".join(ALL_CASES), help=f"comma-separated, of: {', '.join(ALL_CASES)}")
     parser.add_argument("--out", type=Path, default=Path("results/bench/connectors.json"))
     args = parser.parse_args(argv)

@@ -31,7 +31,12 @@ class Step:
     def __init__(self, description: str) -> None:
         self.description = description
         self.started = time.monotonic()
+        self.failure: str | None = None
         self._status = None
+
+    def fail(self, reason: str) -> None:
+        """Mark the step failed (a tool's non-zero exit, say) without raising: its end line says so."""
+        self.failure = reason
 
     @property
     def elapsed(self) -> float:
@@ -50,19 +55,37 @@ def step(description: str) -> Iterator[Step]:
     if _quiet():
         yield current
         return
-    if console.is_terminal:
-        with console.status(description) as status:
-            current._status = status
-            yield current
-        console.print(f"[green]✓[/green] {description} ({current.elapsed:.1f}s)")
-        return
-    print(f"streamcert: {description} ...", file=sys.stderr, flush=True)
+    terminal = console.is_terminal
+    if not terminal:
+        print(f"streamcert: {description} ...", file=sys.stderr, flush=True)
     try:
-        yield current
-    except BaseException:
-        print(f"streamcert: {description} failed after {current.elapsed:.1f}s", file=sys.stderr, flush=True)
+        if terminal:
+            with console.status(description) as status:
+                current._status = status
+                yield current
+        else:
+            yield current
+    except BaseException as exc:
+        _end(current, terminal, _reason(exc))
         raise
-    print(f"streamcert: {description} done ({current.elapsed:.1f}s)", file=sys.stderr, flush=True)
+    _end(current, terminal, current.failure)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return type(exc).__name__
+
+
+def _end(current: Step, terminal: bool, failure: str | None) -> None:
+    took = f"{current.elapsed:.1f}s"
+    if terminal:
+        mark = "[green]✓[/green]" if failure is None else "[red]✗[/red]"
+        tail = f"({took})" if failure is None else f"failed: {failure} ({took})"
+        console.print(f"{mark} {current.description} {tail}")
+    else:
+        tail = f"done ({took})" if failure is None else f"failed: {failure} (after {took})"
+        print(f"streamcert: {current.description} {tail}", file=sys.stderr, flush=True)
 
 
 def note(text: str) -> None:

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Sequence
 
+from streamcert.harness.arguments import positive_int, positive_seconds, seed
 from streamcert.harness.errors import StreamcertError
 from streamcert.harness.stack.providers import PROVIDERS
 
@@ -128,6 +129,11 @@ def _env_smoke(args: argparse.Namespace) -> int:
     result["failed"] = failed
     for name, error in result.get("errors", {}).items():
         print(f"smoke step {name} failed: {error}", file=sys.stderr)
+    reasons: dict[str, list[str]] = {}
+    for name, why in result.get("skipped", {}).items():
+        reasons.setdefault(why, []).append(name)
+    for why, names in reasons.items():
+        print(f"smoke: skipped {', '.join(names)}: {why}.", file=sys.stderr)
     if failed:
         print(f"smoke: {len(failed)} expectation(s) not met: {', '.join(failed)}", file=sys.stderr)
     print(json.dumps(redact(result), default=str), flush=True)
@@ -346,26 +352,6 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a seed >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def _master(text: str) -> str:
     from streamcert.harness.stack.spark import validate_master
 
@@ -409,8 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     up = env_commands.add_parser("up", help="start the stack, print endpoints, run until Ctrl-C")
     stack_options(up)
     up.add_argument("--spark", action="store_true", help="also start a Spark session")
-    up.add_argument("--kafka-heap-mb", type=_positive_int, default=512, help="broker JVM heap (default 512)")
-    up.add_argument("--for-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    up.add_argument("--kafka-heap-mb", type=positive_int, default=512, help="broker JVM heap (default 512)")
+    up.add_argument("--for-seconds", type=positive_seconds, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=_env_up)
 
     smoke = env_commands.add_parser("smoke", help="start the stack, exercise every part, tear down; "
@@ -431,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     cert.add_argument("--requirements", action="append", metavar="IDS",
                       help="only these requirement IDs, comma-separated (repeatable), e.g. SNK-1,SNK-4")
     cert.add_argument("--quick", action="store_true", help="fewer scenarios and faults (a few minutes)")
-    cert.add_argument("--seed", type=_seed, default=1, help="seed of workloads and fault schedules (default 1); "
+    cert.add_argument("--seed", type=seed, default=1, help="seed of workloads and fault schedules (default 1); "
                       "the same seed replays the same schedules")
     cert.add_argument("--out", default="results/certification", metavar="DIR",
                       help="where results.json and each run's evidence go (default results/certification)")
@@ -466,17 +452,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "case sustains with a bounded backlog")
     bench.add_argument("--duration", type=float, default=None, metavar="S",
                        help="seconds of load per run (default 30; 15 with --quick)")
-    bench.add_argument("--record-size", type=_positive_int, default=100, metavar="B",
+    bench.add_argument("--record-size", type=positive_int, default=100, metavar="B",
                        help="bytes per record value (default 100)")
     bench.add_argument("--fault", action="append", default=[], metavar="SPEC",
                        help="a fault during each run: the JSON of a schedule entry or list, or a schedule file "
                             "(repeatable); recovery time and redeliveries are measured")
     bench.add_argument("--no-fault", action="store_true", help="no fault, also with --quick")
-    bench.add_argument("--repeats", type=_positive_int, default=None, metavar="N",
+    bench.add_argument("--repeats", type=positive_int, default=None, metavar="N",
                        help="runs per case, reported as median and min-max (default 3; 2 with --quick)")
     bench.add_argument("--quick", action="store_true", help="shorter runs, 2 repeats, and a 3 s Kafka outage "
                                                             "(unless --fault or --no-fault)")
-    bench.add_argument("--seed", type=_seed, default=1, help="seed of the workloads (default 1)")
+    bench.add_argument("--seed", type=seed, default=1, help="seed of the workloads (default 1)")
     bench.add_argument("--out", default="results/bench", metavar="DIR",
                        help="where bench.json, bench.html and each run's evidence go (default results/bench)")
     bench.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),
@@ -494,6 +480,17 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "each case's runs overlaid in time")
     compare.set_defaults(func=_compare)
     return parser
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an unexpected error, never a second failure: a Py4J error's text needs the JVM, which
+    teardown has stopped by the time it is printed."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = str(getattr(exc, "errmsg", "") or exc.args[:1])
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0][:500] if lines else ''}"
 
 
 def _raise_interrupt(_signum, _frame) -> None:
@@ -521,6 +518,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        print(f"streamcert: internal error: {type(exc).__name__}: {exc}. Hint: this is a bug in streamcert; "
+        print(f"streamcert: internal error: {_describe(exc)}. Hint: this is a bug in streamcert; "
               "rerun with --debug for the traceback and report it.", file=sys.stderr)
         return EXIT_FAILED

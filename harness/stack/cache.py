@@ -17,15 +17,22 @@ __all__ = ["cache_dir", "cache_lock"]
 
 
 def cache_dir() -> Path:
-    """Return the cache folder, creating it when missing."""
+    """Return the cache folder, creating it when missing.
+
+    A setting that cannot be a writable folder (a file, a read-only or uncreatable path) is a
+    ConfigurationError naming the variable it came from.
+    """
+    from streamcert.harness.stack.settings import writable_folder
+
+    hint = "Point STREAMCERT_CACHE at a folder you can write (it holds Kafka's jars and Toxiproxy, ~150 MB)."
     explicit = os.environ.get("STREAMCERT_CACHE")
     if explicit:
-        root = Path(explicit).expanduser()
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(base) / "streamcert"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+        return writable_folder(Path(explicit).expanduser(), f"STREAMCERT_CACHE={explicit}", hint)
+    if os.environ.get("XDG_CACHE_HOME"):
+        folder = Path(os.environ["XDG_CACHE_HOME"]) / "streamcert"
+        return writable_folder(folder, f"The cache folder {folder} (from XDG_CACHE_HOME)", hint)
+    folder = Path.home() / ".cache" / "streamcert"
+    return writable_folder(folder, f"The cache folder {folder} (the default; STREAMCERT_CACHE is unset)", hint)
 
 
 @contextlib.contextmanager

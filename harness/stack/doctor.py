@@ -158,13 +158,29 @@ def _strays() -> Check:
                  "start of a stack does too); live runs of other processes are never touched.")
 
 
+_CHECK_NAMES = {"_kafka": f"kafka {KAFKA_VERSION} jars", "_toxiproxy": f"toxiproxy {TOXIPROXY_VERSION}",
+                "_postgres": "postgresql server", "_cache": "cache folder", "_class_archive": "spark class archive",
+                "_strays": "leftover processes"}
+
 CHECKS: tuple[Callable[[], Check], ...] = (_python, _packages, _java, _docker, _kafka, _toxiproxy, _postgres,
                                            _cache, _loopback, _class_archive, _strays)
 
 
 def diagnose() -> list[Check]:
-    """Every prerequisite check, in order: what the stack needs and whether this machine has it."""
-    return [check() for check in CHECKS]
+    """Every prerequisite check, in order: what the stack needs and whether this machine has it.
+
+    A setting that a check cannot even read (an override pointing at the wrong thing, an unusable cache folder)
+    fails that check with the setting's own error; the other checks still run.
+    """
+    return [_guarded(check) for check in CHECKS]
+
+
+def _guarded(check: Callable[[], Check]) -> Check:
+    try:
+        return check()
+    except StreamcertError as exc:
+        return Check(_CHECK_NAMES.get(check.__name__, check.__name__.strip("_")), False, True, exc.message,
+                     exc.hint or "")
 
 
 def required_failures(checks: list[Check]) -> list[Check]:

@@ -31,7 +31,8 @@ from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka
 from streamcert.harness.stack.ports import LOOPBACK, free_port
 from streamcert.harness.stack.postgres import LocalPostgres
 from streamcert.harness.stack.process import processes_with_token, reap
-from streamcert.harness.stack.providers import external_endpoints, select_provider
+from streamcert.harness.stack.providers import external_endpoints, refuse_unreachable, select_provider
+from streamcert.harness.stack.settings import toxiproxy_address
 from streamcert.harness.stack.readiness import kafka_readiness, postgres_readiness
 from streamcert.harness.stack.resources import KafkaServer, PostgresServer, ToxiproxyServer
 from streamcert.harness.stack.runs import ReapReport, RunRecord, reap_orphans, register_run, unregister_run
@@ -107,6 +108,8 @@ class Environment:
         self.provider = select_provider(self.config.provider)
         self._started = True
         try:
+            if self._spark is not None:
+                self._spark.preflight()  # a master that cannot answer fails before any server starts
             self._reap_orphans()
             self._make_workdir()
             self._register()
@@ -174,8 +177,7 @@ class Environment:
         if self.toxiproxy is not None:
             return self.toxiproxy.api
         if self._external is not None and self._external.toxiproxy_api:
-            host, _, port = self._external.toxiproxy_api.rpartition(":")
-            return ToxiproxyApi(host or LOOPBACK, int(port))
+            return ToxiproxyApi(*toxiproxy_address("STREAMCERT_TOXIPROXY_API", self._external.toxiproxy_api))
         return None
 
     def server_pids(self) -> dict[str, int | None]:
@@ -259,6 +261,7 @@ class Environment:
 
     def _start_external(self) -> None:
         self._external = external_endpoints()
+        refuse_unreachable(self._external)
         api = self.toxiproxy_api
         if api is None:
             return

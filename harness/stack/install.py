@@ -26,6 +26,7 @@ from pathlib import Path
 from streamcert.harness.stack.cache import cache_dir, cache_lock
 from streamcert.harness.errors import ConfigurationError, PrerequisiteMissing, StartupFailed
 from streamcert.harness.stack.process import run_logged
+from streamcert.harness.stack.settings import executable, folder_with
 
 __all__ = [
     "KAFKA_VERSION",
@@ -65,6 +66,14 @@ class JavaInfo:
 def find_java() -> JavaInfo:
     """Locate ``java`` (``JAVA_HOME`` first) and check it is version 17 or newer."""
     java_home = os.environ.get("JAVA_HOME")
+    if java_home and not (Path(java_home) / "bin" / "java").is_file():
+        on_path = shutil.which("java")
+        raise PrerequisiteMissing(
+            f"JAVA_HOME={java_home} has no bin/java" + (" (it does not exist)" if not Path(java_home).exists()
+                                                        else "") + "; streamcert uses JAVA_HOME's Java when it is set.",
+            hint=f"Point JAVA_HOME at a JDK or JRE {MIN_JAVA}+ (the folder that holds bin/java)"
+                 + (f", or unset it to use {on_path} from PATH." if on_path else "."),
+        )
     candidate = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     if not candidate or not Path(candidate).exists():
         raise PrerequisiteMissing(
@@ -139,7 +148,8 @@ def kafka_lib_dir(version: str = KAFKA_VERSION) -> Path:
     """Where the broker jars for ``version`` live (may not exist yet)."""
     override = os.environ.get("STREAMCERT_KAFKA_LIB")
     if override:
-        return Path(override)
+        return folder_with("STREAMCERT_KAFKA_LIB", Path(override).expanduser(), ("kafka_2.13-*.jar",),
+                           "a folder of Kafka broker jars (Kafka's libs/)")
     return cache_dir() / "kafka" / version / "lib"
 
 
@@ -147,9 +157,6 @@ def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
     """Resolve the Kafka broker's jars into the cache once; return the folder of jars."""
     lib = kafka_lib_dir(version)
     if os.environ.get("STREAMCERT_KAFKA_LIB"):
-        if not any(lib.glob("kafka_2.13-*.jar")):
-            raise PrerequisiteMissing(f"STREAMCERT_KAFKA_LIB={lib} holds no kafka_2.13-*.jar.",
-                                      hint="Point it at a folder with the broker's jars, or unset it.")
         return lib
     if (lib / _COMPLETE).exists():
         return lib
@@ -267,7 +274,9 @@ def toxiproxy_binary(version: str = TOXIPROXY_VERSION) -> Path:
     """Path of the Toxiproxy server binary for ``version`` (may not exist yet)."""
     override = os.environ.get("STREAMCERT_TOXIPROXY_BIN")
     if override:
-        return Path(override)
+        path = Path(override).expanduser()
+        executable("STREAMCERT_TOXIPROXY_BIN", path, "a toxiproxy-server binary", ("-version",), expect="toxiproxy")
+        return path
     return cache_dir() / "toxiproxy" / version / "server"
 
 
@@ -285,9 +294,6 @@ def ensure_toxiproxy(version: str = TOXIPROXY_VERSION) -> Path:
     binary = toxiproxy_binary(version)
     if binary.exists():
         return binary
-    if os.environ.get("STREAMCERT_TOXIPROXY_BIN"):
-        raise PrerequisiteMissing(f"STREAMCERT_TOXIPROXY_BIN={binary} does not exist.",
-                                  hint="Point it at a toxiproxy-server binary, or unset it.")
     go = find_go()
     if not go:
         raise PrerequisiteMissing(
@@ -323,7 +329,11 @@ def postgres_bin_dir() -> Path | None:
     """The newest folder holding PostgreSQL's ``postgres`` and ``initdb``, or None."""
     override = os.environ.get("STREAMCERT_PG_BIN")
     if override:
-        return Path(override)
+        folder = folder_with("STREAMCERT_PG_BIN", Path(override).expanduser(), ("postgres", "initdb"),
+                             "the bin folder of a PostgreSQL server installation (with postgres and initdb)")
+        executable("STREAMCERT_PG_BIN", folder / "postgres", "PostgreSQL's server", ("--version",),
+                   expect="PostgreSQL")
+        return folder
     candidates = []
     for folder in Path("/usr/lib/postgresql").glob("*/bin"):
         if (folder / "postgres").exists() and (folder / "initdb").exists():
@@ -344,9 +354,6 @@ def ensure_postgres() -> Path:
     found = postgres_bin_dir()
     if found is not None and (found / "postgres").exists():
         return found
-    if os.environ.get("STREAMCERT_PG_BIN"):
-        raise PrerequisiteMissing(f"STREAMCERT_PG_BIN={found} has no `postgres` binary.",
-                                  hint="Point it at the bin folder of a PostgreSQL server installation.")
     apt = shutil.which("apt-get")
     if os.geteuid() != 0 or not apt:
         raise PrerequisiteMissing(

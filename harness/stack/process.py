@@ -380,6 +380,8 @@ def run_logged(
             if proc.poll() is None:
                 _kill_group(proc.pid)
                 proc.wait()
+        if code != 0:
+            progress.fail("killed at its time limit" if code == -9 else f"exit code {code}")
     return code, "\n".join(last)
 
 

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.redaction import redact_text
+from streamcert.harness.stack.settings import bootstrap_servers, postgres_conninfo, refused_address, toxiproxy_address
 
-__all__ = ["PROVIDERS", "ExternalEndpoints", "docker_available", "select_provider", "external_endpoints"]
+__all__ = ["PROVIDERS", "ExternalEndpoints", "docker_available", "select_provider", "external_endpoints",
+           "refuse_unreachable"]
 
 PROVIDERS = ("auto", "local", "testcontainers", "external")
 
@@ -70,4 +73,59 @@ def external_endpoints(environ: Mapping[str, str] | None = None) -> ExternalEndp
             hint="Set STREAMCERT_KAFKA_BOOTSTRAP=host:port and/or STREAMCERT_POSTGRES_DSN='host=... port=...' "
             "(and STREAMCERT_TOXIPROXY_API=host:port for network faults).",
         )
+    # Read on sight, so a malformed setting is an error naming its variable, not a retry loop.
+    if found.bootstrap_servers:
+        bootstrap_servers("STREAMCERT_KAFKA_BOOTSTRAP", found.bootstrap_servers)
+    if found.postgres_dsn:
+        postgres_conninfo("STREAMCERT_POSTGRES_DSN", found.postgres_dsn)
+    if found.toxiproxy_api:
+        toxiproxy_address("STREAMCERT_TOXIPROXY_API", found.toxiproxy_api)
     return found
+
+
+def refuse_unreachable(endpoints: ExternalEndpoints) -> None:
+    """Raise at once when one of the user's servers cannot answer at all (refused, unknown host).
+
+    Readiness waits are for servers that are starting; a user's running server that refuses connections will
+    not start answering within them, so it is not retried.
+    """
+    addresses = []
+    if endpoints.bootstrap_servers:
+        addresses += [("STREAMCERT_KAFKA_BOOTSTRAP", endpoints.bootstrap_servers, address)
+                      for address in bootstrap_servers("STREAMCERT_KAFKA_BOOTSTRAP", endpoints.bootstrap_servers)]
+    if endpoints.postgres_dsn:
+        params = postgres_conninfo("STREAMCERT_POSTGRES_DSN", endpoints.postgres_dsn)
+        if not str(params.get("host") or "/").startswith("/"):  # a Unix socket folder is not probed here
+            addresses.append(("STREAMCERT_POSTGRES_DSN", redact_text(endpoints.postgres_dsn),
+                              (str(params["host"]), int(params.get("port") or 5432))))
+    if endpoints.toxiproxy_api:
+        addresses.append(("STREAMCERT_TOXIPROXY_API", endpoints.toxiproxy_api,
+                          toxiproxy_address("STREAMCERT_TOXIPROXY_API", endpoints.toxiproxy_api)))
+    for variable, value, (host, port) in addresses:
+        why = refused_address(host, port)
+        if why is not None:
+            raise ConfigurationError(
+                f"The external provider cannot reach {host}:{port} from {variable}={value!r}: {why}.",
+                hint=f"Start that server, or correct {variable}; the external provider uses servers you run "
+                     "(`--provider local` starts its own).")
+    if endpoints.postgres_dsn:
+        _refuse_rejected_login(endpoints.postgres_dsn)
+
+
+#: What a PostgreSQL server says when it will never accept this DSN, however long one waits.
+_LOGIN_REJECTED = ("password authentication failed", "no password supplied", "does not exist",
+                   "no pg_hba.conf entry", "permission denied")
+
+
+def _refuse_rejected_login(dsn: str) -> None:
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        said = redact_text(str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)).rstrip(".")
+        if any(marker in said for marker in _LOGIN_REJECTED):
+            raise ConfigurationError(
+                f"Your PostgreSQL server refused STREAMCERT_POSTGRES_DSN={redact_text(dsn)!r}: {said}.",
+                hint="Correct the user, password (or passfile=) and dbname in STREAMCERT_POSTGRES_DSN; the user "
+                     "needs to create tables and prepared transactions (max_prepared_transactions > 0).") from None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from streamcert.harness.stack.cache import cache_dir
-from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
@@ -34,9 +34,13 @@ _MASTER_PATTERNS = (
     r"local",
     r"local\[(\*|[1-9][0-9]*)\]",
     r"local\[(\*|[1-9][0-9]*),\s*[1-9][0-9]*\]",
-    r"local-cluster\[[1-9][0-9]*,\s*[1-9][0-9]*,\s*[1-9][0-9]*\]",
-    r"(spark|yarn|k8s|mesos)(://.*)?",
+    r"local-cluster\[[1-9][0-9]*,\s*[1-9][0-9]*,\s*(?P<memory>[1-9][0-9]*)\]",
+    r"spark://[^:/,\s]+:[1-9][0-9]*(,[^:/,\s]+:[1-9][0-9]*)*",
 )
+#: Spark refuses executors with less memory than 1.5 x its 300 MiB reserve.
+_MIN_EXECUTOR_MB = 450
+_MASTER_HINT = ("Use local[N,F] (N cores, F tries per task), local-cluster[W,C,MB] (W executor JVMs of C cores and MB "
+                f"MiB each, MB >= {_MIN_EXECUTOR_MB}) or spark://host:port (a standalone master).")
 
 
 @dataclass
@@ -58,14 +62,51 @@ class SparkConfig:
 
 
 def validate_master(master: str) -> str:
-    """Return ``master`` if Spark would accept it, else raise a clear error."""
-    if any(re.fullmatch(pattern, master) for pattern in _MASTER_PATTERNS):
+    """Return ``master`` if Spark would accept it and streamcert can run on it, else raise a clear error."""
+    if re.match(r"(yarn|k8s|mesos)\b", master):
+        raise ConfigurationError(
+            f"Spark master {master!r} is not one streamcert can run on: the stack it tests against (Kafka, "
+            "Toxiproxy, PostgreSQL) listens on this machine's loopback only, which executors on YARN or Kubernetes "
+            "nodes cannot reach (and Spark 4 has no Mesos support).", hint=_MASTER_HINT)
+    for pattern in _MASTER_PATTERNS:
+        match = re.fullmatch(pattern, master)
+        if match is None:
+            continue
+        memory = match.groupdict().get("memory")
+        if memory is not None and int(memory) < _MIN_EXECUTOR_MB:
+            raise ConfigurationError(
+                f"Spark master {master!r} gives each executor {memory} MiB; Spark refuses executors with less than "
+                f"{_MIN_EXECUTOR_MB} MiB.", hint=f"Give at least {_MIN_EXECUTOR_MB}, e.g. local-cluster[2,1,1024].")
         return master
-    raise ConfigurationError(
-        f"{master!r} is not a Spark master URL.",
-        hint="Use local[N,F] (N cores, F tries per task), local-cluster[W,C,MB] (W executor JVMs) "
-        "or spark://host:port.",
-    )
+    raise ConfigurationError(f"{master!r} is not a Spark master URL.", hint=_MASTER_HINT)
+
+
+def _refuse_unreachable_master(master: str) -> None:
+    """A standalone master nobody answers at fails at once (Spark itself retries for a minute)."""
+    if not master.startswith("spark://"):
+        return
+    from streamcert.harness.stack.settings import host_port, refused_address
+
+    addresses = [host_port("--spark-master", entry, example="spark://127.0.0.1:7077")
+                 for entry in master[len("spark://"):].split(",")]
+    reasons = [refused_address(host, port) for host, port in addresses]
+    if all(reason is not None for reason in reasons):
+        raise ConfigurationError(f"No Spark master answers at {master} ({reasons[0]}).",
+                                 hint="Start the standalone master (spark-class org.apache.spark.deploy.master."
+                                      "Master), or choose another --spark-master, e.g. local[2,3].")
+
+
+def _start_failure(master: str, exc: BaseException) -> StartupFailed:
+    """Spark's refusal as one paragraph, read while its JVM still answers (the CLI prints after teardown)."""
+    java = getattr(exc, "java_exception", None)
+    try:
+        said = str(java.toString()) if java is not None else str(exc)
+    except Exception:  # the JVM is already gone: say what Python saw
+        said = f"{type(exc).__name__}: {getattr(exc, 'errmsg', '') or exc.args[:1]}"
+    first = next((line.strip() for line in said.splitlines() if line.strip()), type(exc).__name__)
+    return StartupFailed(f"Spark did not start with master {master!r}: {first[:500]}",
+                         hint="Spark's own lines above say more; check --spark-master and that Java and pyspark "
+                              "match.")
 
 
 def _quiet_log4j2() -> Path:
@@ -100,6 +141,7 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
 
     config = config or SparkConfig()
     validate_master(config.master)
+    _refuse_unreachable_master(config.master)
     find_java()
     ensure_class_archive()
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -130,7 +172,12 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     # all) but must not leak into processes this interpreter starts later.
     owner = run_owner(run_token).spec() if run_token else None
     with _env_var(RUN_TOKEN_VAR, run_token or None), _env_var(OWNER_VAR, owner):
-        spark = builder.getOrCreate()
+        try:
+            spark = builder.getOrCreate()
+        except Exception as exc:
+            failure = _start_failure(config.master, exc)
+            stop_spark()
+            raise failure from None
     spark.sparkContext.setLogLevel(config.log_level)
     return spark
 
@@ -198,6 +245,11 @@ class SparkResource:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def preflight(self) -> None:
+        """Refuse a master Spark cannot use or cannot reach, in a second, before anything else starts."""
+        validate_master(self.config.master)
+        _refuse_unreachable_master(self.config.master)
 
     def start(self):
         if self.session is None:

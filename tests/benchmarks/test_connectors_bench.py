@@ -14,10 +14,17 @@ from streamcert.benchmarks.connectors import ALL_CASES, main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("argv", [["--cases", "source_noop,nope"], ["--records", "0"], ["--record-bytes", "10"]])
+@pytest.mark.parametrize("argv", [["--cases", "source_noop,nope"], ["--record-bytes", "10"]])
 def test_bad_arguments_exit_2_with_a_hint(argv, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path / "x.json")]) == 2
     assert "Hint:" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+
+
+def test_a_count_below_one_is_refused_by_its_option(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exited:
+        main(["--records", "0", "--out", str(tmp_path / "x.json")])
+    assert exited.value.code == 2 and "--records: expected a positive integer, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
 
 
 @pytest.mark.slow

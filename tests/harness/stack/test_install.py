@@ -21,11 +21,21 @@ def test_parse_java_major(text, major):
 
 
 def test_java_missing_says_what_to_install(monkeypatch, tmp_path):
-    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(PrerequisiteMissing) as info:
         install.find_java()
     text = str(info.value)
     assert "Java was not found" in text and "Hint:" in text and "JAVA_HOME" in text
+
+
+def test_a_java_home_without_java_is_named_not_reported_as_no_java(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(PrerequisiteMissing) as info:
+        install.find_java()
+    text = str(info.value)
+    assert f"JAVA_HOME={tmp_path / 'no-jdk'} has no bin/java (it does not exist)" in text
+    assert "Java was not found" not in text and "Hint: Point JAVA_HOME at" in text
 
 
 def test_old_java_is_refused(monkeypatch, tmp_path):
@@ -79,12 +89,29 @@ def test_go_missing_names_the_alternatives(monkeypatch, tmp_path):
 
 def test_overrides_that_point_nowhere_are_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("STREAMCERT_KAFKA_LIB", str(tmp_path / "nothing"))
-    with pytest.raises(PrerequisiteMissing) as info:
+    with pytest.raises(ConfigurationError, match="STREAMCERT_KAFKA_LIB=.* is not a folder"):
         install.ensure_kafka()
-    assert "STREAMCERT_KAFKA_LIB" in str(info.value)
+    (tmp_path / "libs").mkdir()
+    monkeypatch.setenv("STREAMCERT_KAFKA_LIB", str(tmp_path / "libs"))
+    with pytest.raises(ConfigurationError, match="holds no kafka_2.13-"):
+        install.ensure_kafka()
     monkeypatch.setenv("STREAMCERT_TOXIPROXY_BIN", str(tmp_path / "no-server"))
-    with pytest.raises(PrerequisiteMissing):
+    with pytest.raises(ConfigurationError, match="STREAMCERT_TOXIPROXY_BIN: .*no-server does not exist"):
         install.ensure_toxiproxy()
+    monkeypatch.setenv("STREAMCERT_TOXIPROXY_BIN", "/bin/sh")
+    with pytest.raises(ConfigurationError, match="is not a toxiproxy-server binary"):
+        install.ensure_toxiproxy()
+    monkeypatch.setenv("STREAMCERT_PG_BIN", str(tmp_path / "libs"))
+    with pytest.raises(ConfigurationError, match="holds no postgres, no initdb"):
+        install.ensure_postgres()
+
+
+def test_overrides_that_point_at_the_real_thing_are_taken(monkeypatch):
+    real = install.postgres_bin_dir()
+    if real is None:
+        pytest.skip("PostgreSQL is installed on first start; nothing to point at yet")
+    monkeypatch.setenv("STREAMCERT_PG_BIN", str(real))
+    assert install.ensure_postgres() == real
 
 
 def test_postgres_binaries_are_found_on_this_machine():
