@@ -164,14 +164,13 @@ _VERDICT_STYLE = {"pass": "[green]pass[/green]", "fail": "[red]FAIL[/red]", "ski
 
 
 def _certify(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from streamcert.conformance.certify import certify, prepare
 
     wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
                             strict=not args.no_strict)
-    out = Path(args.out)
+    out = _out_folder(args.out)
     command = shlex.join(["streamcert", *args.argv])
     print(f"streamcert certify: {len(certification.connectors)} connector(s), {len(certification.runs)} scenario "
           f"run(s), seed {args.seed}{' (quick)' if args.quick else ''}; results in {out / 'results.json'}",
@@ -188,7 +187,7 @@ def _certify(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from streamcert.reports.render import render_certification
 
-    for path in render_certification(args.results, args.out):
+    for path in render_certification(args.results, _out_folder(args.out) if args.out else None):
         print(path)
     return EXIT_OK
 
@@ -196,7 +195,7 @@ def _report(args: argparse.Namespace) -> int:
 def _matrix(args: argparse.Namespace) -> int:
     from streamcert.reports.render import render_matrix
 
-    for path in render_matrix(args.results, args.out):
+    for path in render_matrix(args.results, _out_folder(args.out)):
         print(path)
     return EXIT_OK
 
@@ -209,12 +208,10 @@ def _compare(args: argparse.Namespace) -> int:
     for line in comparison.lines() or [f"no {comparison.kind} difference"]:
         print(line)
     if args.out:
-        from pathlib import Path
 
         from streamcert.reports.compare_html import compare_html
 
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        out = _out_folder(args.out)
         (out / "compare.html").write_text(compare_html(comparison))
         print(out / "compare.html", file=sys.stderr)
     return EXIT_FAILED if comparison.regressed else EXIT_OK
@@ -265,7 +262,6 @@ def _faults(texts: list[str]) -> tuple:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from rich.console import Console
 
@@ -280,7 +276,7 @@ def _bench(args: argparse.Namespace) -> int:
                              seed=args.seed, faults=_faults(fault_texts), quick=args.quick,
                              probe_duration_s=12.0 if args.quick else 20.0)
     cases = resolve_cases(args.connector)
-    out = Path(args.out)
+    out = _out_folder(args.out)
     console = Console(stderr=True, highlight=False)
     console.print(f"streamcert bench: {len(cases)} case(s) ({', '.join(c.name for c in cases)}), {repeats} "
                   f"repeat(s) of {duration:g} s; results in {out / 'bench.json'}")
@@ -480,6 +476,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "each case's runs overlaid in time")
     compare.set_defaults(func=_compare)
     return parser
+
+
+def _out_folder(text: str):
+    """The --out folder, created now: one that cannot be written is refused before any work starts."""
+    from pathlib import Path
+
+    from streamcert.harness.stack.settings import writable_folder
+
+    return writable_folder(Path(text).expanduser(), f"--out {text}", "Give --out a folder you can write.")
 
 
 def _describe(exc: BaseException) -> str:

@@ -98,7 +98,8 @@ def class_archive_state() -> tuple[str, str]:
 def start_up_options(jit: str = "full") -> str:
     """The JVM options for a Spark driver or executor: the quick JIT when asked, the class archive when built."""
     if jit not in JIT_MODES:
-        raise ConfigurationError(f"{jit!r} is not a JIT mode of Spark's JVMs.",
+        source = f"{JIT_VAR}={jit}" if os.environ.get(JIT_VAR) == jit else f"SparkConfig(jit={jit!r})"
+        raise ConfigurationError(f"{source}: {jit!r} is not a JIT mode of Spark's JVMs.",
                                  hint=f"Use one of {', '.join(JIT_MODES)} (SparkConfig.jit, or {JIT_VAR}).")
     options = ["-XX:TieredStopAtLevel=1"] if jit == "quick" else []
     if _archive_enabled():

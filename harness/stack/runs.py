@@ -34,6 +34,7 @@ from pathlib import Path
 
 import psutil
 
+from streamcert.harness.stack.settings import writable_folder
 from streamcert.harness.stack.process import Owner, carriers_with_owner, processes_with_token, reap
 
 __all__ = ["RUNS_VAR", "RunRecord", "RunState", "ReapReport", "registry_dir", "register_run", "unregister_run",
@@ -115,8 +116,14 @@ def registry_dir() -> Path:
     """The registry folder (created, owner-only, when missing)."""
     explicit = os.environ.get(RUNS_VAR)
     folder = Path(explicit).expanduser() if explicit else Path(tempfile.gettempdir()) / f"streamcert-runs-{os.getuid()}"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return folder
+    if not folder.is_dir():
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            pass  # writable_folder below says what is wrong with it
+    source = f"{RUNS_VAR}={explicit}" if explicit else f"The run registry {folder} (under TMPDIR)"
+    return writable_folder(folder, source, f"Point {RUNS_VAR} at a folder you can write (it lists the runs of "
+                                           "this machine's stacks, so orphans can be found).")
 
 
 def register_run(record: RunRecord) -> None:

@@ -249,6 +249,7 @@ class SparkResource:
     def preflight(self) -> None:
         """Refuse a master Spark cannot use or cannot reach, in a second, before anything else starts."""
         validate_master(self.config.master)
+        start_up_options(self.config.jit)
         _refuse_unreachable_master(self.config.master)
 
     def start(self):

@@ -102,3 +102,15 @@ class _JvmGone(Exception):
 def test_the_error_printer_never_fails_on_an_error_whose_text_needs_the_jvm():
     assert _describe(_JvmGone()) == "_JvmGone: An error occurred while calling o42.start"
     assert _describe(ValueError("first line\n\tat a.b(C.java:1)\n" * 50)) == "ValueError: first line"
+
+
+@pytest.mark.parametrize("argv", [
+    ["certify", "--connector", "streamcert-kafka", "--requirements", "SRC-1"],
+    ["bench", "--duration", "5"],
+])
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(argv, tmp_path):
+    a_file = tmp_path / "plain-file"
+    a_file.write_text("x")
+    out = str(a_file / "results")
+    result, seconds = _run("-m", "streamcert", *argv, "--out", out)
+    _assert_refused(result, seconds, "--out", out, "cannot be created")

@@ -206,3 +206,16 @@ def test_env_smoke_on_the_external_provider_as_the_readme_sets_it_up(stack):
     assert line["spark_batches"] >= 1 and line["pg_prepared_commit_ok"] and line["txn_committed_visible"]
     assert set(line["skipped"]) == {"kafka_rtt_with_latency_toxic_ms", "proxy_down_produce_failed"}
     assert "skipped kafka_rtt_with_latency_toxic_ms" in result.stderr
+
+
+def test_a_run_registry_setting_that_is_a_file_is_named(tmp_path):
+    a_file = tmp_path / "runs"
+    a_file.write_text("x")
+    result, seconds = _streamcert("env", "clean", STREAMCERT_RUNS=str(a_file))
+    _assert_clear_error(result, seconds, "STREAMCERT_RUNS", str(a_file), "is a file")
+
+
+def test_an_unknown_jit_mode_is_refused_before_any_server_starts():
+    result, seconds = _streamcert("env", "smoke", "--provider", "local", STREAMCERT_JIT="turbo")
+    _assert_clear_error(result, seconds, "STREAMCERT_JIT=turbo", "quick, full")
+    assert seconds < 5
