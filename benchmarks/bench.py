@@ -42,6 +42,8 @@ __all__ = ["BENCH_SCHEMA_VERSION", "BenchCase", "BenchSettings", "CASES", "COMPA
            "resolve_cases", "measure_run", "summarize_repeats", "run_bench"]
 
 BENCH_SCHEMA_VERSION = 1
+#: Highest --rate accepted: ten times what one broker on a laptop takes, so a typo is not a plan of 10^12 records.
+MAX_RATE = 10_000_000
 #: Spark's built-in Kafka connector: the neutral other side of a case that names one connector.
 NEUTRAL_SOURCE, NEUTRAL_SINK = "spark-kafka", "spark-kafka-sink"
 #: A backlog that grows by more than this fraction of the rate per second did not keep up.
@@ -142,8 +144,10 @@ class BenchSettings:
         from streamcert.harness.run.workload import HEADER_BYTES
 
         problems = []
-        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
-            problems.append(("--rate", self.rate, "a positive number of records per second, or max"))
+        if self.rate is not None and not (math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE):
+            # The open-loop load plans every record (rate x duration of them) before it starts.
+            problems.append(("--rate", self.rate, f"a positive number of records per second up to {MAX_RATE:,} "
+                                                  "(far above what one machine's broker takes), or max"))
         if not (math.isfinite(self.duration_s) and 1 <= self.duration_s <= 3600):
             problems.append(("--duration", self.duration_s, "seconds between 1 and 3600"))
         if not HEADER_BYTES <= self.record_bytes <= 1_000_000:

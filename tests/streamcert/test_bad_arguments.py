@@ -59,6 +59,7 @@ def test_a_standalone_master_nobody_answers_at_is_refused_before_the_stack_start
     (["bench", "--rate", "0"], ["--rate", "0"]),
     (["bench", "--rate", "-100"], ["--rate", "-100"]),
     (["bench", "--rate", "nan"], ["--rate", "nan"]),
+    (["bench", "--rate", "1e12"], ["--rate", "1000000000000", "up to 10,000,000"]),
     (["bench", "--duration", "-5"], ["--duration", "-5"]),
     (["bench", "--duration", "inf"], ["--duration", "inf"]),
     (["bench", "--repeats", "0"], ["--repeats", "0"]),
