@@ -100,7 +100,8 @@ def _env_up(args: argparse.Namespace) -> int:
     from streamcert.harness.stack.spark import SparkConfig
 
     config = EnvironmentConfig(provider=args.provider, kafka_heap_mb=args.kafka_heap_mb,
-                               spark=SparkConfig(master=args.spark_master) if args.spark else None)
+                               spark=SparkConfig(master=args.spark_master, workers=args.spark_workers)
+                               if args.spark else None)
     with Environment(config) as env:
         endpoints = redact(env.endpoints.as_dict())
         _print_table([(name, str(value)) for name, value in endpoints.items()], ("endpoint", "address"))
@@ -123,7 +124,7 @@ def _env_smoke(args: argparse.Namespace) -> int:
     from streamcert.harness.redaction import redact
     from streamcert.harness.stack.smoke import failed_expectations, run_smoke
 
-    result = run_smoke(provider=args.provider, spark_master=args.spark_master)
+    result = run_smoke(provider=args.provider, spark_master=args.spark_master, spark_workers=args.spark_workers)
     failed = failed_expectations(result)
     result["ok"] = not failed
     result["failed"] = failed
@@ -386,7 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "else local)")
         sub.add_argument("--spark-master", type=_master, default=DEFAULT_MASTER,
                          help=f"Spark master URL (default {DEFAULT_MASTER}; local-cluster[2,1,1024] for "
-                         "executor JVMs)")
+                         "executor JVMs; standalone: a standalone cluster of worker JVMs that streamcert starts)")
+        sub.add_argument("--spark-workers", type=positive_int, default=2, metavar="N",
+                         help="workers of the standalone cluster (--spark-master standalone; default 2)")
 
     up = env_commands.add_parser("up", help="start the stack, print endpoints, run until Ctrl-C")
     stack_options(up)

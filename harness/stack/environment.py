@@ -112,6 +112,8 @@ class Environment:
                 self._spark.preflight()  # a master that cannot answer fails before any server starts
             self._reap_orphans()
             self._make_workdir()
+            if self._spark is not None and self.workdir is not None:
+                self._spark.workdir = self.workdir / "spark-cluster"
             self._register()
             if self.provider == "local":
                 self._start_local()
@@ -179,6 +181,11 @@ class Environment:
         if self._external is not None and self._external.toxiproxy_api:
             return ToxiproxyApi(*toxiproxy_address("STREAMCERT_TOXIPROXY_API", self._external.toxiproxy_api))
         return None
+
+    @property
+    def spark_cluster(self):
+        """The standalone cluster streamcert started (master ``standalone``), else None."""
+        return self._spark.cluster if self._spark is not None else None
 
     def server_pids(self) -> dict[str, int | None]:
         return {name: part.pid if part is not None else None for name, part in

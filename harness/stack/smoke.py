@@ -219,12 +219,12 @@ def _spark_batches(env: Environment, checkpoint: str) -> tuple[int, int]:
 
 # -- the run ----------------------------------------------------------------------
 
-def run_smoke(provider: str = "auto", spark_master: str | None = None) -> dict[str, Any]:
+def run_smoke(provider: str = "auto", spark_master: str | None = None, spark_workers: int = 2) -> dict[str, Any]:
     """Start the stack, run every step, tear down; return the measurements (never raises for a failed step)."""
     result: dict[str, Any] = {name: None for name in EXPECTATIONS}
     result["errors"] = {}
     result["skipped"] = {}
-    spark_config = SparkConfig(master=spark_master) if spark_master else SparkConfig()
+    spark_config = SparkConfig(master=spark_master or SparkConfig().master, workers=spark_workers)
     env = Environment(EnvironmentConfig(provider=provider, spark=spark_config))
     began = time.monotonic()
     try:
@@ -275,6 +275,12 @@ def run_smoke(provider: str = "auto", spark_master: str | None = None) -> dict[s
         spark = step("spark_batches", lambda: _spark_batches(env, str(env.workdir / "smoke-checkpoint")))
         if spark is not None:
             result["spark_batches"], result["spark_rows"] = spark
+        if env.spark_cluster is not None:
+            result["spark_master"] = env.spark_cluster.url
+            result["spark_workers"] = step("spark_workers", lambda: [
+                {"id": worker.get("id"), "address": f"{worker.get('host')}:{worker.get('port')}",
+                 "cores": worker.get("cores"), "state": worker.get("state")}
+                for worker in env.spark_cluster.alive_workers()])
     except Exception as exc:
         result["errors"]["start"] = f"{type(exc).__name__}: {exc}"
         raise

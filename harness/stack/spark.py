@@ -17,7 +17,7 @@ import contextlib
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -27,20 +27,25 @@ from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 
-__all__ = ["DEFAULT_MASTER", "SparkConfig", "validate_master", "spark_session", "stop_spark", "SparkResource"]
+__all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "validate_master", "spark_session", "stop_spark",
+           "SparkResource"]
 
 DEFAULT_MASTER = "local[2,3]"
+#: The master that asks streamcert to start a standalone cluster of its own (a master and worker JVMs).
+STANDALONE = "standalone"
 _MASTER_PATTERNS = (
     r"local",
     r"local\[(\*|[1-9][0-9]*)\]",
     r"local\[(\*|[1-9][0-9]*),\s*[1-9][0-9]*\]",
     r"local-cluster\[[1-9][0-9]*,\s*[1-9][0-9]*,\s*(?P<memory>[1-9][0-9]*)\]",
     r"spark://[^:/,\s]+:[1-9][0-9]*(,[^:/,\s]+:[1-9][0-9]*)*",
+    STANDALONE,
 )
 #: Spark refuses executors with less memory than 1.5 x its 300 MiB reserve.
 _MIN_EXECUTOR_MB = 450
 _MASTER_HINT = ("Use local[N,F] (N cores, F tries per task), local-cluster[W,C,MB] (W executor JVMs of C cores and MB "
-                f"MiB each, MB >= {_MIN_EXECUTOR_MB}) or spark://host:port (a standalone master).")
+                f"MiB each, MB >= {_MIN_EXECUTOR_MB}), standalone (a standalone cluster streamcert starts) or "
+                "spark://host:port (a standalone master of yours).")
 
 
 @dataclass
@@ -59,6 +64,9 @@ class SparkConfig:
     jit: str = field(default_factory=lambda: os.environ.get(JIT_VAR, "full"))
     #: more JVM options for the driver and the executors
     java_options: str = ""
+    #: with master ``standalone``: the workers streamcert starts, each one executor of one core
+    workers: int = 2
+    worker_memory_mb: int = 1024
 
 
 def validate_master(master: str) -> str:
@@ -235,10 +243,13 @@ def stop_spark(spark=None) -> None:
 class SparkResource:
     """A SparkSession as a context-managed resource (``start`` / ``stop``)."""
 
-    def __init__(self, config: SparkConfig | None = None, run_token: str = "") -> None:
+    def __init__(self, config: SparkConfig | None = None, run_token: str = "", workdir: Path | None = None) -> None:
         self.config = config or SparkConfig()
         self.run_token = run_token
+        #: where a standalone cluster keeps its logs and work folders (master ``standalone`` only)
+        self.workdir = workdir
         self.session = None
+        self.cluster = None
 
     def __enter__(self):
         return self.start()
@@ -251,6 +262,10 @@ class SparkResource:
         validate_master(self.config.master)
         start_up_options(self.config.jit)
         _refuse_unreachable_master(self.config.master)
+        if self.config.master == STANDALONE:
+            from streamcert.harness.stack.spark_standalone import LocalSparkCluster
+
+            LocalSparkCluster.check(self.config.workers, 1, self.config.worker_memory_mb)
 
     def start(self):
         if self.session is None:
@@ -263,10 +278,29 @@ class SparkResource:
                     hint="Use one Environment with Spark per process (stop the other first), "
                     "or run this one in a child process.",
                 )
-            self.session = spark_session(self.config, self.run_token)
+            config = self.config
+            if config.master == STANDALONE:
+                config = replace(config, master=self._start_cluster())
+            self.session = spark_session(config, self.run_token)
         return self.session
+
+    def _start_cluster(self) -> str:
+        import tempfile
+
+        from streamcert.harness.stack.spark_standalone import LocalSparkCluster
+
+        folder = self.workdir or Path(tempfile.mkdtemp(prefix="streamcert-spark-"))
+        self.cluster = LocalSparkCluster(folder, workers=self.config.workers, memory_mb=self.config.worker_memory_mb,
+                                         run_token=self.run_token)
+        self.cluster.start()
+        return self.cluster.url
 
     def stop(self) -> None:
         session, self.session = self.session, None
-        if session is not None:
-            stop_spark(session)
+        cluster, self.cluster = self.cluster, None
+        try:
+            if session is not None:
+                stop_spark(session)
+        finally:
+            if cluster is not None:
+                cluster.stop()
