@@ -99,7 +99,7 @@ def _env_up(args: argparse.Namespace) -> int:
     from streamcert.harness.stack.environment import Environment, EnvironmentConfig
     from streamcert.harness.stack.spark import SparkConfig
 
-    config = EnvironmentConfig(provider=args.provider, kafka_heap_mb=args.kafka_heap_mb,
+    config = EnvironmentConfig(provider=args.provider, kafka_heap_mb=args.kafka_heap_mb, brokers=args.brokers,
                                spark=SparkConfig(master=args.spark_master, workers=args.spark_workers)
                                if args.spark else None)
     with Environment(config) as env:
@@ -124,7 +124,8 @@ def _env_smoke(args: argparse.Namespace) -> int:
     from streamcert.harness.redaction import redact
     from streamcert.harness.stack.smoke import failed_expectations, run_smoke
 
-    result = run_smoke(provider=args.provider, spark_master=args.spark_master, spark_workers=args.spark_workers)
+    result = run_smoke(provider=args.provider, spark_master=args.spark_master, spark_workers=args.spark_workers,
+                       brokers=args.brokers)
     failed = failed_expectations(result)
     result["ok"] = not failed
     result["failed"] = failed
@@ -390,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "executor JVMs; standalone: a standalone cluster of worker JVMs that streamcert starts)")
         sub.add_argument("--spark-workers", type=positive_int, default=2, metavar="N",
                          help="workers of the standalone cluster (--spark-master standalone; default 2)")
+        sub.add_argument("--brokers", type=positive_int, default=1, metavar="N",
+                         help="Kafka brokers (default 1; 3: a KRaft cluster, replication factor 3, min ISR 2, every "
+                              "path between brokers through Toxiproxy; local provider)")
 
     up = env_commands.add_parser("up", help="start the stack, print endpoints, run until Ctrl-C")
     stack_options(up)

@@ -21,13 +21,14 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from streamcert.harness.errors import ConfigurationError, StreamcertError
 from streamcert.harness.progress import note
 from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka
+from streamcert.harness.stack.kafka_cluster import ClusterSettings, LocalKafkaCluster
 from streamcert.harness.stack.ports import LOOPBACK, free_port
 from streamcert.harness.stack.postgres import LocalPostgres
 from streamcert.harness.stack.process import processes_with_token, reap
@@ -37,7 +38,7 @@ from streamcert.harness.stack.readiness import kafka_readiness, postgres_readine
 from streamcert.harness.stack.resources import KafkaServer, PostgresServer, ToxiproxyServer
 from streamcert.harness.stack.runs import ReapReport, RunRecord, reap_orphans, register_run, unregister_run
 from streamcert.harness.stack.spark import SparkConfig, SparkResource
-from streamcert.harness.stack.toxiproxy import Link, LocalToxiproxy, ToxiproxyApi
+from streamcert.harness.stack.toxiproxy import Link, LinkGroup, LocalToxiproxy, ToxiproxyApi
 
 __all__ = ["EnvironmentConfig", "Endpoints", "Environment"]
 
@@ -51,6 +52,9 @@ class EnvironmentConfig:
     postgres: bool = True
     spark: SparkConfig | None = None
     kafka_heap_mb: int = 512
+    #: Kafka brokers: 1, or a cluster of KRaft nodes (local provider) with ``cluster``'s replication settings
+    brokers: int = 1
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
     workdir: Path | None = None
     keep_workdir: bool = False
     start_timeout: float = 60.0
@@ -106,6 +110,13 @@ class Environment:
             return self
         began = time.monotonic()
         self.provider = select_provider(self.config.provider)
+        if self.config.brokers != 1:
+            ClusterSettings.check(self.config.cluster, self.config.brokers)
+            if self.provider != "local":
+                raise ConfigurationError(f"A cluster of {self.config.brokers} Kafka brokers is started by the local "
+                                         f"provider only, not {self.provider}.",
+                                         hint="Use --provider local, or give your own cluster's bootstrap to "
+                                              "--provider external (STREAMCERT_KAFKA_BOOTSTRAP).")
         self._started = True
         try:
             if self._spark is not None:
@@ -244,7 +255,14 @@ class Environment:
         self.toxiproxy = toxiproxy
         toxiproxy.start()
         api = toxiproxy.api
-        if self.config.kafka:
+        if self.config.kafka and self.config.brokers > 1:
+            cluster = LocalKafkaCluster(self.workdir / "kafka", api, nodes=self.config.brokers,
+                                        settings=self.config.cluster, heap_mb=self.config.kafka_heap_mb,
+                                        run_token=self.run_token, start_timeout=max(90.0, self.config.start_timeout))
+            self.kafka = cluster
+            cluster.start()
+            self.kafka_link = LinkGroup(cluster.client_links)
+        elif self.config.kafka:
             ports = KafkaPorts.allocate()
             self.kafka_link = api.create_link("kafka", f"{LOOPBACK}:{ports.external}", free_port())
             self.kafka = LocalKafka(self.workdir / "kafka", (LOOPBACK, self.kafka_link.listen_port), ports,

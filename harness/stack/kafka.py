@@ -133,6 +133,12 @@ class LocalKafka(ProcessBacked):
     run_token: str = ""
     overrides: Mapping[str, str] = field(default_factory=dict)
     start_timeout: float = 60.0
+    #: a cluster's node: its whole server.properties (else the single-node one is rendered), the cluster's id
+    #: (every node is formatted with the same), and its other listeners' ports (checked free before start)
+    properties: str | None = None
+    cluster_id: str | None = None
+    extra_ports: tuple[int, ...] = ()
+    name: str = "Kafka broker"
     _process: ManagedProcess | None = field(default=None, init=False, repr=False)
 
     @property
@@ -149,33 +155,49 @@ class LocalKafka(ProcessBacked):
     def log_file(self) -> Path:
         return self.workdir / "server.log"
 
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
     def start(self) -> None:
         """Install if needed, format storage on first start, launch, wait until a topic can be created."""
+        if self._process is not None and self._process.is_running():
+            return
+        self.launch()
+        self.await_ready()
+
+    def launch(self) -> None:
+        """Format storage on first start and start the JVM, without waiting (a cluster's nodes start together:
+        none answers before a quorum of controllers runs)."""
         if self._process is not None and self._process.is_running():
             return
         lib = ensure_kafka(self.version)
         java = find_java().path
         for port, what in ((self.ports.internal, "Kafka (internal listener)"),
                            (self.ports.controller, "Kafka (controller listener)"),
-                           (self.ports.external, "Kafka (external listener)")):
+                           (self.ports.external, "Kafka (external listener)"),
+                           *((port, "Kafka (replication listener)") for port in self.extra_ports)):
             ensure_port_free(port, what)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        data = self.workdir / "data"
         props_file = self.workdir / "server.properties"
-        props_file.write_text(render_server_properties(
-            self.ports, self.advertised_external or (LOOPBACK, self.ports.external), data, self.overrides))
+        props_file.write_text(self.properties or render_server_properties(
+            self.ports, self.advertised_external or (LOOPBACK, self.ports.external), self.data_dir, self.overrides))
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(render_log4j2(self.log_file))
         base = [java, f"-Xmx{self.heap_mb}m", f"-Xms{min(self.heap_mb, 128)}m", "-XX:+UseG1GC",
                 "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{lib}/*"]
         env = token_env(self.run_token)
-        if not (data / "meta.properties").exists():
+        if not (self.data_dir / "meta.properties").exists():
             self._format(base, props_file, env)
         self._process = ManagedProcess(
-            "Kafka broker", base + ["kafka.Kafka", str(props_file)], self.workdir / "stdout.log", env=env,
+            self.name, base + ["kafka.Kafka", str(props_file)], self.workdir / "stdout.log", env=env,
         )
         self._process.start()
+
+    def await_ready(self) -> None:
+        """Wait until this node answers and a topic can be created (after :meth:`launch`)."""
+        assert self._process is not None
         self._process.wait_ready(kafka_readiness(
             self.direct_bootstrap,
             hint=f"Look at {self.log_file}; a slow machine may need a longer start timeout, "
@@ -184,11 +206,12 @@ class LocalKafka(ProcessBacked):
 
     def _format(self, base: list[str], props_file: Path, env: dict[str, str]) -> None:
         code, output = run_logged(
-            base + ["kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(props_file)],
-            description="Formatting Kafka storage", timeout=120, env=env,
+            base + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id or new_cluster_id(), "-c",
+                    str(props_file)],
+            description=f"Formatting {self.name}'s storage", timeout=120, env=env,
         )
         if code != 0:
-            error = StartupFailed(f"Formatting Kafka storage in {self.workdir / 'data'} failed (exit code {code}).",
+            error = StartupFailed(f"Formatting Kafka storage in {self.data_dir} failed (exit code {code}).",
                                   hint="Delete the folder and retry; check the Java version (17+).", details=output)
             raise with_diagnosis(error, folder=self.workdir, heap_hint=_HEAP_HINT)
 

@@ -37,8 +37,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: Mappin
                  timeout: float = 30.0) -> None:
     """Create ``topic`` (no error if it exists with the same name) and wait until it has a leader."""
     admin = _admin(bootstrap)  # keep a reference: a collected client fails its pending futures
+    # Replication factor -1: the cluster's default.replication.factor (1 on one broker, 3 on a cluster).
     futures = admin.create_topics(
-        [NewTopic(topic, partitions, 1, config=dict(config or {}))], request_timeout=timeout)
+        [NewTopic(topic, partitions, -1, config=dict(config or {}))], request_timeout=timeout)
     try:
         futures[topic].result(timeout=timeout)
     except KafkaException as exc:

@@ -24,7 +24,7 @@ from streamcert.harness.stack.kafka_clients import client_conf, create_topic, re
 from streamcert.harness.stack.spark import SparkConfig
 from streamcert.harness.waiting import wait_for
 
-__all__ = ["EXPECTATIONS", "run_smoke", "failed_expectations", "CountingSource"]
+__all__ = ["EXPECTATIONS", "CLUSTER_EXPECTATIONS", "run_smoke", "failed_expectations", "CountingSource"]
 
 LATENCY_TOXIC_MS = 300
 
@@ -41,10 +41,44 @@ EXPECTATIONS: dict[str, Callable[[Any], bool]] = {
 }
 
 
+#: What a healthy cluster (``--brokers`` > 1) gives too: a leader kill moved leadership, nothing acknowledged was lost.
+CLUSTER_EXPECTATIONS: dict[str, Callable[[Any], bool]] = {
+    "leader_moved": lambda v: v is True,
+    "isr_restored": lambda v: v is True,
+    "failover_records_lost": lambda v: v == 0,
+}
+
+
 def failed_expectations(result: dict[str, Any]) -> list[str]:
     """Names of the fields in ``result`` that are not what a healthy stack gives (skipped steps aside)."""
     skipped = result.get("skipped") or {}
-    return [name for name, ok in EXPECTATIONS.items() if name not in skipped and not ok(result.get(name))]
+    wanted = {**EXPECTATIONS, **(CLUSTER_EXPECTATIONS if (result.get("brokers") or 1) > 1 else {})}
+    return [name for name, ok in wanted.items() if name not in skipped and not ok(result.get(name))]
+
+
+def _failover(cluster: Any, topic: str) -> dict[str, Any]:
+    """Kill the leader of ``topic``'s partition, see leadership move (metadata), write and start it again, see
+    the ISR grow back, read every acknowledged record."""
+    from streamcert.harness.stack.kafka_clients import create_topic, produce, read_topic
+
+    create_topic(cluster.bootstrap, topic)
+    before = cluster.partition_state(topic)
+    produce(cluster.bootstrap, topic, [(b"k", b"%d" % i) for i in range(100)], conf={"acks": "all"})
+    old = cluster.leader_of(topic)
+    cluster.nodes[old].kill()
+    moved = wait_for(lambda: (state := cluster.partition_state(topic))["leader"] not in (old, -1) and state,
+                     what=f"a new leader of {topic} after node {old} was killed", timeout=60, interval=0.3)
+    acknowledged = 100 + produce(cluster.bootstrap, topic, [(b"k", b"%d" % i) for i in range(100, 200)],
+                                 conf={"acks": "all"})
+    cluster.nodes[old].start()
+    restored = wait_for(lambda: (state := cluster.partition_state(topic))["isr"] and
+                        len(state["isr"]) == len(before["replicas"]) and state,
+                        what=f"node {old} back in the ISR of {topic}", timeout=90, interval=0.5)
+    read = len(read_topic(cluster.bootstrap, topic))
+    return {"leader_moves": [{"topic": topic, "partition": 0, "from": old, "to": moved["leader"],
+                              "isr_after_kill": moved["isr"], "isr_restored": restored["isr"]}],
+            "leader_moved": moved["leader"] != old, "isr_restored": True,
+            "failover_records_lost": max(0, acknowledged - read)}
 
 
 _KAFKA_STEPS = ("kafka_rtt_ms", "kafka_rtt_with_latency_toxic_ms", "proxy_down_produce_failed",
@@ -219,13 +253,15 @@ def _spark_batches(env: Environment, checkpoint: str) -> tuple[int, int]:
 
 # -- the run ----------------------------------------------------------------------
 
-def run_smoke(provider: str = "auto", spark_master: str | None = None, spark_workers: int = 2) -> dict[str, Any]:
+def run_smoke(provider: str = "auto", spark_master: str | None = None, spark_workers: int = 2,
+              brokers: int = 1) -> dict[str, Any]:
     """Start the stack, run every step, tear down; return the measurements (never raises for a failed step)."""
     result: dict[str, Any] = {name: None for name in EXPECTATIONS}
     result["errors"] = {}
     result["skipped"] = {}
     spark_config = SparkConfig(master=spark_master or SparkConfig().master, workers=spark_workers)
-    env = Environment(EnvironmentConfig(provider=provider, spark=spark_config))
+    env = Environment(EnvironmentConfig(provider=provider, spark=spark_config, brokers=brokers))
+    result["brokers"] = brokers
     began = time.monotonic()
     try:
         env.start()
@@ -275,6 +311,9 @@ def run_smoke(provider: str = "auto", spark_master: str | None = None, spark_wor
         spark = step("spark_batches", lambda: _spark_batches(env, str(env.workdir / "smoke-checkpoint")))
         if spark is not None:
             result["spark_batches"], result["spark_rows"] = spark
+        if brokers > 1:
+            failover = step("failover", lambda: _failover(env.kafka, f"smoke-failover-{uuid.uuid4().hex[:8]}"))
+            result.update(failover or {})
         if env.spark_cluster is not None:
             result["spark_master"] = env.spark_cluster.url
             result["spark_workers"] = step("spark_workers", lambda: [

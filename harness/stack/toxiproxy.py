@@ -19,7 +19,7 @@ from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, token_env
 from streamcert.harness.stack.readiness import toxiproxy_readiness
 
-__all__ = ["TOXIC_TYPES", "Link", "ToxiproxyApi", "LocalToxiproxy"]
+__all__ = ["TOXIC_TYPES", "Link", "LinkGroup", "ToxiproxyApi", "LocalToxiproxy"]
 
 #: Toxic types of Toxiproxy 2.12 and the attributes each takes.
 TOXIC_TYPES: dict[str, tuple[str, ...]] = {
@@ -137,6 +137,59 @@ class Link:
         for name in list(proxy.toxics()):
             proxy.destroy_toxic(name)
         proxy.enable()
+
+
+@dataclass
+class LinkGroup:
+    """Several links acting as one (a cluster's client links): every toxic, down and up applies to each."""
+
+    links: list[Link]
+
+    @property
+    def name(self) -> str:
+        return "+".join(link.name for link in self.links)
+
+    @property
+    def listen(self) -> str:
+        """A bootstrap list: every link's address."""
+        return ",".join(link.listen for link in self.links)
+
+    @property
+    def listen_host(self) -> str:
+        return self.links[0].listen_host
+
+    @property
+    def listen_port(self) -> int:
+        return self.links[0].listen_port
+
+    @property
+    def api(self) -> ToxiproxyApi:
+        return self.links[0].api
+
+    def add_toxic(self, toxic_type: str, *, stream: str = "downstream", toxicity: float = 1.0,
+                  name: str | None = None, **attributes: Any) -> str:
+        names = {link.add_toxic(toxic_type, stream=stream, toxicity=toxicity, name=name, **attributes)
+                 for link in self.links}
+        return names.pop()
+
+    def remove_toxic(self, name: str) -> None:
+        for link in self.links:
+            link.remove_toxic(name)
+
+    def toxics(self) -> dict[str, dict[str, Any]]:
+        return self.links[0].toxics()
+
+    def disable(self) -> None:
+        for link in self.links:
+            link.disable()
+
+    def enable(self) -> None:
+        for link in self.links:
+            link.enable()
+
+    def clear(self) -> None:
+        for link in self.links:
+            link.clear()
 
 
 @dataclass
