@@ -35,7 +35,7 @@ __all__ = ["NodePorts", "ClusterSettings", "ClusterLayout", "client_link", "repl
 
 
 #: A KRaft quorum state change in a node's log: ``Completed transition to Leader(localId=2, epoch=5, ...``.
-_QUORUM_TRANSITION = re.compile(r"Completed transition to (\w+)\((?:[^)]*?)epoch=(\d+)")
+_QUORUM_TRANSITION = re.compile(r"Completed transition to (\w+)\(.*?\bepoch=(\d+)")
 
 
 def _read(path: Path) -> str:
@@ -194,6 +194,8 @@ def render_node_properties(layout: ClusterLayout, node: int, log_dir: Path,
         "broker.session.timeout.ms": "6000",
         "broker.heartbeat.interval.ms": "1000",
         "controller.quorum.election.timeout.ms": "1000",
+        # With unclean election allowed, the controller tries it every interval (default 5 minutes).
+        "unclean.leader.election.interval.ms": "1000",
         "controller.quorum.fetch.timeout.ms": "2000",
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
         "transaction.max.timeout.ms": "900000",
