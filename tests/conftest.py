@@ -31,3 +31,15 @@ def clean_links(stack):
     yield stack
     for link in (stack.kafka_link, stack.postgres_link):
         link.clear()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory):
+    """A 3-node Kafka cluster behind its own Toxiproxy, started once for the session; tests leave it healed."""
+    from streamcert.harness.stack.kafka_cluster import LocalKafkaCluster
+    from streamcert.harness.stack.toxiproxy import LocalToxiproxy
+
+    folder = tmp_path_factory.mktemp("kafka-cluster")
+    with LocalToxiproxy(folder / "toxiproxy") as toxiproxy, \
+            LocalKafkaCluster(folder / "kafka", toxiproxy.api, nodes=3, heap_mb=256) as cluster:
+        yield cluster

@@ -122,3 +122,21 @@ def test_env_up_prints_endpoints_and_stops_cleanly_on_sigterm():
     from streamcert.harness.stack.process import processes_with_token
 
     assert processes_with_token(endpoints["run_token"]) == []
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_env_smoke_on_a_kafka_cluster_and_a_standalone_spark_cluster_reports_failover_and_workers():
+    """`streamcert env smoke --brokers 3 --spark-master standalone`: a leader kill moved leadership (metadata), the
+    ISR grew back, nothing acknowledged was lost, and two workers served the Spark query."""
+    env = dict(os.environ, STREAMCERT_QUIET="1")
+    done = subprocess.run([sys.executable, "-m", "streamcert", "env", "smoke", "--provider", "local", "--brokers", "3",
+                           "--spark-master", "standalone"], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = json.loads(done.stdout.splitlines()[-1])
+    assert line["ok"] and line["brokers"] == 3 and line["leader_moved"] and line["failover_records_lost"] == 0
+    [move] = line["leader_moves"]
+    assert move["from"] != move["to"] and move["from"] not in move["isr_after_kill"]
+    assert sorted(move["isr_restored"]) == [1, 2, 3]
+    assert len(line["spark_workers"]) == 2 and line["spark_master"].startswith("spark://127.0.0.1:")
+    assert line["leftover_processes"] == 0

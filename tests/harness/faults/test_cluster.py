@@ -49,41 +49,46 @@ def test_a_single_broker_stack_is_told_it_needs_a_cluster(tmp_path):
 
 
 @pytest.mark.integration
-def test_cluster_faults_are_seen_in_metadata_and_recorded(tmp_path):
+def test_cluster_faults_are_seen_in_metadata_and_recorded(kafka_cluster, tmp_path):
     from streamcert.harness.stack.kafka_clients import create_topic
-    from streamcert.harness.stack.kafka_cluster import LocalKafkaCluster
-    from streamcert.harness.stack.toxiproxy import LocalToxiproxy
 
-    with LocalToxiproxy(tmp_path / "toxiproxy") as toxiproxy, \
-            LocalKafkaCluster(tmp_path / "kafka", toxiproxy.api, nodes=3, heap_mb=256) as cluster:
-        create_topic(cluster.bootstrap, "in")
-        history = History()
-        context = FaultContext(environment=SimpleNamespace(kafka=cluster), history=history, workdir=tmp_path,
-                               input_topic="in")
+    cluster = kafka_cluster
+    create_topic(cluster.bootstrap, "faults-in")
+    history = History()
+    context = FaultContext(environment=SimpleNamespace(kafka=cluster), history=history, workdir=tmp_path,
+                           input_topic="faults-in")
 
-        kill = build_fault(FaultSpec("node_kill", "kafka", 0, 1, {"node": "leader"}), context)
-        kill.start()
-        kill.stop()
-        started, stopped = history.events()[-2:]
-        assert started["node"] == started["before"]["leader"] and started["leader_moved"]
-        assert started["after"]["leader"] != started["node"] and started["node"] not in started["after"]["isr"]
-        assert sorted(stopped["healed"]["isr"]) == [1, 2, 3]
+    kill = build_fault(FaultSpec("node_kill", "kafka", 0, 1, {"node": "leader"}), context)
+    kill.start()
+    kill.stop()
+    started, stopped = history.events()[-2:]
+    assert started["node"] == started["before"]["leader"] and started["leader_moved"]
+    assert started["after"]["leader"] != started["node"] and started["node"] not in started["after"]["isr"]
+    assert sorted(stopped["healed"]["isr"]) == [1, 2, 3]
 
-        controller = cluster.active_controller()
-        assert controller in (1, 2, 3)
-        kill_controller = build_fault(FaultSpec("node_kill", "kafka", 0, 1, {"node": "controller"}), context)
-        kill_controller.start()
-        assert history.events()[-1]["node"] == controller
-        kill_controller.stop()
-        assert cluster.active_controller() in (1, 2, 3)
+    controller = cluster.active_controller()
+    assert controller in (1, 2, 3)
+    kill_controller = build_fault(FaultSpec("node_kill", "kafka", 0, 1, {"node": "controller"}), context)
+    kill_controller.start()
+    assert history.events()[-1]["node"] == controller
+    kill_controller.stop()
+    assert cluster.active_controller() in (1, 2, 3)
 
-        isolate = build_fault(FaultSpec("node_isolate", "kafka", 0, 1, {"node": "leader"}), context)
-        isolate.start()
-        started = history.events()[-1]
-        assert started["isr_shrank_or_leader_moved"] and len(started["links_down"]) == 8
-        isolate.stop()
-        assert sorted(history.events()[-1]["healed"]["isr"]) == [1, 2, 3]
+    isolate = build_fault(FaultSpec("node_isolate", "kafka", 0, 1, {"node": "leader"}), context)
+    isolate.start()
+    started = history.events()[-1]
+    assert started["isr_shrank_or_leader_moved"] and len(started["links_down"]) == 8
+    isolate.stop()
+    assert sorted(history.events()[-1]["healed"]["isr"]) == [1, 2, 3]
 
-        rolling = build_fault(FaultSpec("rolling_restart", "kafka", 0, 1), context)
-        rolling.start()
-        assert [entry["node"] for entry in history.events()[-1]["restarted"]] == [1, 2, 3]
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_rolling_restart_restarts_every_node_in_turn(kafka_cluster, tmp_path):
+    history = History()
+    context = FaultContext(environment=SimpleNamespace(kafka=kafka_cluster), history=history, workdir=tmp_path)
+    rolling = build_fault(FaultSpec("rolling_restart", "kafka", 0, 1), context)
+    before = {node: kafka.pid for node, kafka in kafka_cluster.nodes.items()}
+    rolling.start()
+    assert [entry["node"] for entry in history.events()[-1]["restarted"]] == [1, 2, 3]
+    assert all(kafka_cluster.nodes[node].pid not in (None, pid) for node, pid in before.items())

@@ -11,15 +11,9 @@ from streamcert.harness.run.acked_writes import acknowledged_writes
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    from streamcert.harness.stack.kafka_cluster import LocalKafkaCluster
-    from streamcert.harness.stack.toxiproxy import LocalToxiproxy
-
-    folder = tmp_path_factory.mktemp("cluster")
-    with LocalToxiproxy(folder / "toxiproxy") as toxiproxy, \
-            LocalKafkaCluster(folder / "kafka", toxiproxy.api, nodes=3, heap_mb=256) as running:
-        yield running
+@pytest.fixture
+def cluster(kafka_cluster):
+    return kafka_cluster
 
 
 def test_safe_settings_lose_no_acknowledged_record_across_leader_isolation_and_kill(cluster):
