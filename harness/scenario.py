@@ -45,7 +45,7 @@ from streamcert.harness.run.settle import Settling, wait_until_seen
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
 from streamcert.harness.stack.install import ensure_jars
 from streamcert.harness.stack.kafka_clients import create_topic
-from streamcert.harness.stack.spark import validate_master
+from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
 from streamcert.harness.verify.evidence import fault_reached
@@ -81,7 +81,9 @@ class Scenario(BaseModel):
     schedule: list[FaultSpec] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict, description="settings the connectors read")
     parallelism: int = Field(2, ge=1)
-    master: str = "local[2,3]"
+    master: str = Field("local[2,3]", description="the query's Spark master; standalone: a standalone cluster of "
+                                                 "spark_workers workers started for the run")
+    spark_workers: int = Field(2, ge=1, description="workers of the standalone cluster (master standalone)")
     spark_conf: dict[str, str] = Field(default_factory=dict)
     trigger: str = Field("200 milliseconds", min_length=1, description="an interval, or available_now")
     kafka_path: Literal["proxy", "direct"] = Field("proxy", description="how the query and the harness reach Kafka: "
@@ -181,6 +183,7 @@ class _Run:
     driver: DriverProcess | None = None
     observer: Observer | None = None
     faults: list[Fault] = field(default_factory=list)
+    spark_cluster: Any = None
 
 
 def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
@@ -207,12 +210,17 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
                                    unpack=(aggregator or sink).unpack_output)
         run.observer.prepare(scenario.output_partitions or sink.output_partitions)
         run.observer.start()
-        run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir)
+        if scenario.master == STANDALONE:
+            run.spark_cluster = _standalone_cluster(env, scenario, workdir)
+            result.context["spark_master"] = run.spark_cluster.url
+        run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir,
+                             master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master)
         if scenario.load_before_start:
             ledger = _load(scenario, context.bootstrap_servers, context.input_topic, workdir, result)
             run.history.record("load-done", before_start=True, **ledger.counts())
         faults = FaultContext(environment=env, driver=run.driver, history=run.history,
-                              input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer)
+                              input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer,
+                              spark_cluster=run.spark_cluster)
         run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
         if scenario.warm_up_records:
             run.history.record("warm-up", **_produce_unrecorded(
@@ -277,7 +285,9 @@ def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryCon
     create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
     output_kind(OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn)
                 ).prepare(scenario.output_partitions or sink.output_partitions)
-    return context, _driver(env, scenario, context, connectors, workdir).spec
+    # The probe's queries never run a batch: a standalone run's options are probed on a local master.
+    master = DEFAULT_MASTER if scenario.master == STANDALONE else None
+    return context, _driver(env, scenario, context, connectors, workdir, master=master).spec
 
 
 def _output_target(env: Any, kind: str, context: QueryContext) -> OutputTarget:
@@ -301,8 +311,18 @@ def _context(env: Any, scenario: Scenario, output_kind: type[Observer], workdir:
                         options=dict(scenario.options))
 
 
+def _standalone_cluster(env: Any, scenario: Scenario, workdir: Path) -> Any:
+    """The run's own standalone cluster (master ``standalone``), started; torn down with the run."""
+    from streamcert.harness.stack.spark_standalone import LocalSparkCluster
+
+    cluster = LocalSparkCluster(workdir / "spark-cluster", workers=scenario.spark_workers,
+                                run_token=getattr(env, "run_token", ""))
+    cluster.start()
+    return cluster
+
+
 def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: list[Connector | None],
-            workdir: Path) -> DriverProcess:
+            workdir: Path, master: str | None = None) -> DriverProcess:
     present = [c for c in connectors if c is not None]
     spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
     spark_conf.update(scenario.spark_conf)
@@ -311,7 +331,7 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
     if jars:
         spark_conf["spark.jars"] = ",".join(filter(None, [spark_conf.get("spark.jars", ""), *jars]))
     params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
-    spec = QuerySpec(BUILDER, context.checkpoint, params, scenario.master, spark_conf=spark_conf)
+    spec = QuerySpec(BUILDER, context.checkpoint, params, master or scenario.master, spark_conf=spark_conf)
     return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""))
 
 
@@ -461,6 +481,8 @@ def _tear_down(run: _Run) -> None:
         _safely(run.driver.stop)
     if run.observer is not None:
         _safely(run.observer.stop)
+    if run.spark_cluster is not None:
+        _safely(run.spark_cluster.stop)
 
 
 def _safely(action) -> None:

@@ -44,13 +44,16 @@ class FaultContext:
     driver: DriverProcess | None = None
     input_topic: str | None = None
     observer: Observer | None = None
+    #: the run's standalone Spark cluster (master ``standalone``), whose workers a fault may kill
+    spark_cluster: Any = None
 
 
 class Fault(ABC):
     """One fault of a schedule. Subclasses define ``_inject`` and ``_heal`` (each returns the event's details).
 
-    ``needs`` names what the fault acts on (``"driver"``, ``"environment"``, ``"input_topic"``): building it with a
-    context that lacks one is a ConfigurationError at once, before the run, not when the fault strikes.
+    ``needs`` names what the fault acts on (``"driver"``, ``"environment"``, ``"input_topic"``, ``"observer"``,
+    ``"spark_cluster"``): building it with a context that lacks one is a ConfigurationError at once, before the
+    run, not when the fault strikes.
     """
 
     needs: tuple[str, ...] = ()
@@ -114,6 +117,15 @@ class Fault(ABC):
         return self.context.observer
 
     @property
+    def spark_cluster(self) -> Any:
+        """The run's standalone Spark cluster; a ConfigurationError when the run has none."""
+        if self.context.spark_cluster is None:
+            raise ConfigurationError(
+                f"Fault {self.spec.fault!r} acts on a worker of a standalone Spark cluster, and this run has none.",
+                hint='Run the scenario with master "standalone" (a cluster of spark_workers workers).')
+        return self.context.spark_cluster
+
+    @property
     def input_topic(self) -> str:
         """The run's input topic; a ConfigurationError when the context names none."""
         if self.context.input_topic is None:
@@ -127,7 +139,8 @@ def _missing(spec: FaultSpec, what: str, field: str) -> ConfigurationError:
 
 
 _REQUIRE = {"driver": lambda fault: fault.driver, "environment": lambda fault: fault.environment,
-            "input_topic": lambda fault: fault.input_topic, "observer": lambda fault: fault.observer}
+            "input_topic": lambda fault: fault.input_topic, "observer": lambda fault: fault.observer,
+            "spark_cluster": lambda fault: fault.spark_cluster}
 
 
 class _NotWithin(StreamcertError):

@@ -106,7 +106,7 @@ def test_every_fault_class_satisfies_the_fault_abc():
         cls = registered.fault_class
         assert issubclass(cls, Fault) and not inspect.isabstract(cls), registered.name
         assert cls._inject is not Fault._inject and cls._heal is not Fault._heal
-        assert set(cls.needs) <= {"driver", "environment", "input_topic", "observer"}
+        assert set(cls.needs) <= {"driver", "environment", "input_topic", "observer", "spark_cluster"}
         assert list(inspect.signature(cls).parameters) == ["spec", "context"]
 
 
