@@ -85,7 +85,8 @@ class ClusterSettings:
                                      hint="Use --brokers 1 or 3.")
         if not 1 <= self.replication_factor <= nodes:
             raise ConfigurationError(f"Replication factor {self.replication_factor} does not fit {nodes} broker(s).",
-                                     hint=f"Use a replication factor between 1 and {nodes}.")
+                                     hint=f"Use --brokers {self.replication_factor} or more (or 1), or "
+                                          f"ClusterSettings(replication_factor=...) of at most {nodes}.")
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             raise ConfigurationError(
                 f"min.insync.replicas={self.min_insync_replicas} must be between 1 and the replication factor "
