@@ -104,11 +104,15 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Start an AvailableNow query on a loaded topic while more records are produced.",
          "The query stops by itself; its output is the records up to the start's end offsets, each once.",
          checks=("lost", "duplicate", "end_offsets")),
-    _req("SRC-8", "The source survives every network toxic and a broker kill, restart and pause, without loss or "
-         "duplicate.",
-         "Apply each Toxiproxy toxic on the Kafka link, then kill, restart and pause the broker, while reading.",
-         _NO_LOSS_NO_DUPLICATE + "; the query makes progress again after each fault.",
-         faults=_NETWORK + ("broker_kill", "broker_restart", "broker_pause"), checks=_OUTPUT + ("progress",)),
+    _req("SRC-8", "The source survives every network toxic, a broker kill, restart and pause, and leader failover "
+         "on a 3-broker cluster, without loss or duplicate.",
+         "Apply each Toxiproxy toxic on the Kafka link, then kill, restart and pause the broker, while reading; on a "
+         "3-broker cluster (replication factor 3, min ISR 2) kill the input's partition leader, cut the new leader "
+         "off from its peers, kill the active controller.",
+         _NO_LOSS_NO_DUPLICATE + "; the query makes progress again after each fault; each failover fault is seen "
+         "in metadata (leader moved, ISR shrank, a new controller), or the verdict is unknown.",
+         faults=_NETWORK + ("broker_kill", "broker_restart", "broker_pause", "node_kill", "node_isolate"),
+         checks=_OUTPUT + ("progress",)),
     _req("SRC-9", "Admission control is respected: no micro-batch reads more than the configured limit.",
          "Read a backlog larger than several batches with the source's per-batch limit set.",
          "Every batch's offset range holds at most the limit, and the backlog is drained.",
@@ -151,10 +155,15 @@ CATALOGUE: tuple[Requirement, ...] = (
          "The zombie's write is refused or never visible: no lost, duplicated or unexpected record, and nothing "
          "left in the participant after the run.", faults=("task_zombie",),
          checks=("fencing", "lost", "duplicate", "unexpected", "leftovers")),
-    _req("SNK-7", "The sink survives network toxics and participant (broker / database) restarts.",
-         "Apply each toxic on the participant's link, then kill and restart the broker or the database.",
-         _NO_LOSS_NO_DUPLICATE + "; progress after each fault.",
-         faults=_NETWORK + ("broker_kill", "broker_restart", "database_kill"), checks=_OUTPUT + ("progress",)),
+    _req("SNK-7", "The sink survives network toxics, participant (broker / database) restarts and, for a Kafka "
+         "sink, leader failover on a 3-broker cluster.",
+         "Apply each toxic on the participant's link, then kill and restart the broker or the database; a Kafka "
+         "sink also runs on a 3-broker cluster (replication factor 3, min ISR 2) through a partition leader's "
+         "kill and isolation and the active controller's kill.",
+         _NO_LOSS_NO_DUPLICATE + "; progress after each fault; each failover fault is seen in metadata, or the "
+         "verdict is unknown.",
+         faults=_NETWORK + ("broker_kill", "broker_restart", "database_kill", "node_kill", "node_isolate"),
+         checks=_OUTPUT + ("progress",)),
     _req("SNK-8", "Rescale: a different task count after a restart keeps exactly once.",
          "Restart the query with more, then fewer writer tasks, with a batch pending at the restart.",
          _NO_LOSS_NO_DUPLICATE + ".", faults=("rescale", "driver_kill_at")),

@@ -117,13 +117,8 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     shutil.rmtree(out / "runs", ignore_errors=True)  # a run folder of an earlier certification must not be resumed
     try:
         result.save(out / "results.json")
-        if environment is not None:
-            _run_all(certification, environment, out, judged, result, on_run)
-        else:
-            from streamcert.harness.stack.environment import Environment, EnvironmentConfig
-
-            with Environment(EnvironmentConfig(provider=provider)) as env:
-                _run_all(certification, env, out, judged, result, on_run)
+        with _Stacks(provider, environment) as stacks:
+            _run_all(certification, stacks, out, judged, result, on_run)
         result.complete = True
     except BaseException as exc:
         result.error = f"{type(exc).__name__}: {exc}"
@@ -164,11 +159,48 @@ def _check_out(out: Path) -> None:
                                  hint="Give --out an empty folder, or the folder of an earlier certification.")
 
 
-def _run_all(certification: Certification, env: Any, out: Path, judged: list[JudgedRun],
+class _Stacks:
+    """The certification's stacks by broker count: one broker for most runs, a 3-broker cluster for the failover
+    runs; each started when a run first needs it (the one before is stopped: runs go in broker order), all stopped
+    at the end. A stack given by the caller (tests) serves its broker count and is never stopped here."""
+
+    def __init__(self, provider: str, given: Any = None) -> None:
+        self.provider = provider
+        self.given = given
+        self.given_brokers = getattr(getattr(given, "config", None), "brokers", 1) if given is not None else None
+        self.current: tuple[int, Any] | None = None
+
+    def __enter__(self) -> "_Stacks":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop_own()
+
+    def __call__(self, brokers: int) -> Any:
+        if brokers == self.given_brokers:
+            return self.given
+        if self.current is not None and self.current[0] == brokers:
+            return self.current[1]
+        self._stop_own()
+        from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+
+        env = Environment(EnvironmentConfig(provider=self.provider, brokers=brokers))
+        self.current = (brokers, env)
+        env.start()
+        return env
+
+    def _stop_own(self) -> None:
+        current, self.current = self.current, None
+        if current is not None:
+            current[1].stop()
+
+
+def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: list[JudgedRun],
              result: CertificationResult, on_run) -> None:
     from streamcert.harness.scenario import run_scenario
 
-    for planned in certification.runs:
+    for planned in sorted(certification.runs, key=lambda run: run.brokers):
+        env = stacks(planned.brokers)
         connector = certification.connectors[planned.connector]
         folder = out / "runs" / _slug(connector.name) / planned.name
         if on_run:

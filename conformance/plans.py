@@ -53,6 +53,17 @@ class PlannedRun:
     scenario: Scenario
     #: ``scenario``: run it; ``options``: GEN-2's option probe on the scenario's query (nothing is loaded).
     probe: str = "scenario"
+    #: Kafka brokers of the stack it runs on: 1, or 3 for the leader-failover runs (replication factor 3, min ISR 2)
+    brokers: int = 1
+
+
+def _failover(rng: random.Random) -> list[FaultSpec]:
+    """Seed 003's faults on a 3-broker cluster: the input's partition leader killed, then cut off from its peers,
+    then the active controller killed; each picked when it strikes and proven by metadata (else the verdict is
+    unknown)."""
+    return _chain([("node_kill", "kafka", {"node": "leader"}, round(rng.uniform(4.0, 6.0), 3)),
+                   ("node_isolate", "kafka", {"node": "leader"}, round(rng.uniform(8.0, 10.0), 3)),
+                   ("node_kill", "kafka", {"node": "controller"}, round(rng.uniform(3.0, 5.0), 3))], gap_s=3.0)
 
 
 def _rng(seed: int, connector: Connector, scenario: str) -> random.Random:
@@ -155,6 +166,11 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
                                                     ("broker_pause", "kafka", {}, 3.0),
                                                     ("broker_kill", "kafka", {}, 2.0)], gap_s=2.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    rng = _rng(seed, connector, "failover")
+    runs.append(PlannedRun(ref, "failover", ("SRC-8",), Scenario(
+        name=f"{connector.name}-failover", source=ref, sink=SINK_PARTNER, parallelism=2,
+        options={"max_records_per_batch": 100}, workload=_workload(rng, 2400), schedule=_failover(rng),
+        faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     return runs
 
 
@@ -206,6 +222,12 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
             options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
             schedule=_chain(_toxics(rng, link, 3) + [restart], gap_s=2.0),
             faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    if link == "kafka":
+        rng = _rng(seed, connector, "failover")
+        runs.append(PlannedRun(ref, "failover", ("SNK-7",), Scenario(
+            name=f"{connector.name}-failover", source=SOURCE_PARTNER, sink=ref, parallelism=2,
+            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400), schedule=_failover(rng),
+            faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     rng = _rng(seed, connector, "rescale")
     runs.append(PlannedRun(ref, "rescale", ("SNK-8",), Scenario(
         name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,

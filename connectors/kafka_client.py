@@ -29,7 +29,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, config: Mapping[st
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(client_conf(bootstrap, **{"socket.timeout.ms": 5000}))
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=dict(config or {}))],
+    # Replication factor -1: the cluster's default (1 on one broker; a cluster's min ISR needs more than 1).
+    futures = admin.create_topics([NewTopic(topic, partitions, -1, config=dict(config or {}))],
                                   request_timeout=timeout)
     try:
         futures[topic].result(timeout=timeout)

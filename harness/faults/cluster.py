@@ -102,10 +102,18 @@ class NodeFault(_ClusterFault):
             kafka.pause()
         else:
             kafka.restart(clean=True)
-        after = self._new_leader(node) if action != "restart" and before and before["leader"] == node \
-            else self._state()
-        return {"node": node, "before": before, "after": after,
-                "leader_moved": bool(before and after and before["leader"] != after["leader"])}
+        led = bool(before and before["leader"] == node)
+        after = self._new_leader(node) if action != "restart" and led else self._state()
+        moved = bool(before and after and before["leader"] != after["leader"])
+        event = {"node": node, "before": before, "after": after, "leader_moved": moved}
+        if self.params.node == "controller" and action != "restart":
+            successor = within(lambda: (now := self.cluster.active_controller()) != node and now,
+                               what="a new active controller", timeout=_SEEN_WITHIN_S, interval=0.5)
+            event["new_controller"] = successor or None
+            event["reached"] = successor is not None
+        elif led and action != "restart":
+            event["reached"] = moved  # the failover it was aimed at happened (metadata), or the verdict is unknown
+        return event
 
     def _heal(self) -> dict[str, Any]:
         kafka = self.cluster.nodes[self._hit]
@@ -131,7 +139,7 @@ class IsolateFault(_ClusterFault):
             len(state["isr"]) < len(before["isr"]) or state["leader"] != before["leader"]) and state,
             what="the ISR shrinking", timeout=_SEEN_WITHIN_S, interval=0.5)
         return {"node": node, "links_down": self._links, "before": before, "after": shrunk,
-                "isr_shrank_or_leader_moved": shrunk is not None}
+                "isr_shrank_or_leader_moved": shrunk is not None, "reached": shrunk is not None}
 
     def _heal(self) -> dict[str, Any]:
         for name in self._links:

@@ -76,5 +76,16 @@ def test_each_run_judges_only_claimed_requirements_of_the_kind_and_faults_chain_
 def test_wanted_requirements_keep_only_the_runs_that_judge_them():
     connector = load_connector("streamcert-kafka")
     runs = plan("streamcert-kafka", connector, seed=1, wanted={"SRC-8"})
-    assert [run.name for run in runs] == ["network"]
+    assert [run.name for run in runs] == ["network", "failover"]
     assert plan("streamcert-kafka", connector, seed=1, quick=True, wanted={"SRC-8"}) == []
+
+
+def test_failover_runs_go_on_a_three_broker_cluster_and_aim_at_the_leader_and_the_controller():
+    for reference, requirement in (("streamcert-kafka", "SRC-8"), ("streamcert-kafka-2pc", "SNK-7")):
+        [run] = [r for r in plan(reference, load_connector(reference), seed=1) if r.name == "failover"]
+        assert run.brokers == 3 and run.judges == (requirement,)
+        assert [(spec.fault, spec.typed_params().node) for spec in run.scenario.schedule] == [
+            ("node_kill", "leader"), ("node_isolate", "leader"), ("node_kill", "controller")]
+    # a sink whose output is not Kafka has no Kafka participant to fail over
+    assert not [r for r in plan("streamcert-pg-2pc", load_connector("streamcert-pg-2pc"), seed=1)
+                if r.brokers != 1]
