@@ -28,7 +28,7 @@ from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, run_logged, tail_file, token_env
 from streamcert.harness.stack.readiness import kafka_readiness
 
-__all__ = ["KafkaPorts", "render_server_properties", "render_log4j2", "new_cluster_id", "LocalKafka"]
+__all__ = ["BROKER_TUNING", "KafkaPorts", "render_server_properties", "render_log4j2", "new_cluster_id", "LocalKafka"]
 
 #: How a user gives the broker more heap (the JVM options are ours).
 _HEAP_HINT = "--kafka-heap-mb, default 512; EnvironmentConfig(kafka_heap_mb=...)"
@@ -55,6 +55,17 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cluster_id.startswith("-"):
             return cluster_id
+
+
+#: What every broker of a run gets, one node or a cluster's: no topic appears by itself, a group starts at once,
+#: and short timeouts keep fault recovery (and zombie fencing) inside test budgets.
+BROKER_TUNING: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
+    "transaction.max.timeout.ms": "900000",
+    "log.flush.interval.messages": "9223372036854775807",
+}
 
 
 def render_server_properties(
@@ -90,12 +101,7 @@ def render_server_properties(
         "transaction.state.log.num.partitions": "4",
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
-        "group.initial.rebalance.delay.ms": "0",
-        "auto.create.topics.enable": "false",
-        # Short timeouts keep fault recovery (and zombie fencing) inside test budgets.
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
-        "transaction.max.timeout.ms": "900000",
-        "log.flush.interval.messages": "9223372036854775807",
+        **BROKER_TUNING,
     }
     props.update(overrides or {})
     return "".join(f"{key}={value}\n" for key, value in props.items())

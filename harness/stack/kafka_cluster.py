@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka, new_cluster_id
+from streamcert.harness.stack.kafka import BROKER_TUNING, KafkaPorts, LocalKafka, new_cluster_id
 from streamcert.harness.stack.ports import LOOPBACK, free_port
 from streamcert.harness.stack.toxiproxy import Link
 
@@ -187,8 +187,7 @@ def render_node_properties(layout: ClusterLayout, node: int, log_dir: Path,
         "transaction.state.log.num.partitions": "4",
         "share.coordinator.state.topic.replication.factor": replicas,
         "share.coordinator.state.topic.min.isr": min_isr,
-        "group.initial.rebalance.delay.ms": "0",
-        "auto.create.topics.enable": "false",
+        **BROKER_TUNING,
         # Failover within seconds, not the defaults' tens of seconds: a lost follower leaves the ISR after
         # replica.lag.time.max.ms, a lost broker is fenced after broker.session.timeout.ms.
         "replica.lag.time.max.ms": "5000",
@@ -198,9 +197,6 @@ def render_node_properties(layout: ClusterLayout, node: int, log_dir: Path,
         # With unclean election allowed, the controller tries it every interval (default 5 minutes).
         "unclean.leader.election.interval.ms": "1000",
         "controller.quorum.fetch.timeout.ms": "2000",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
-        "transaction.max.timeout.ms": "900000",
-        "log.flush.interval.messages": "9223372036854775807",
     }
     props.update(overrides or {})
     return "".join(f"{key}={value}\n" for key, value in props.items())
