@@ -19,7 +19,10 @@ _BASELINE, _CANDIDATE = "#7f7f7f", "#1f77b4"
 
 
 def _value(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.4g}"
+    if value is None:
+        return "–"
+    # 10,030 rather than 1.003e+04: four significant digits below a thousand, whole numbers above
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:,.4g}"
 
 
 def _header(comparison: Comparison) -> str:

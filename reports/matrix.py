@@ -84,7 +84,8 @@ def matrix_html(results: list[Path | str], out: Path) -> str:
                     + "".join(row) + "</tr>")
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>streamcert capability matrix'
             f"</title><style>{matrix_css()}</style></head><body><main><h1>Capability matrix</h1>"
-            f'<p class="muted">{len(connectors)} connectors from {len(results)} certification result(s); each '
+            f'<p class="muted">{len(connectors)} connector{"" if len(connectors) == 1 else "s"} from {len(results)} '
+            f'certification result{"" if len(results) == 1 else "s"}; each '
             "cell links to its evidence.</p>"
             f'<table class="matrix"><tr><th>requirement</th>{head}</tr>{"".join(rows)}</table></main></body>'
             "</html>\n")

@@ -113,3 +113,10 @@ def test_two_certifications_compared_on_a_page(tmp_path):
     candidate = _candidate(tmp_path / "b", {("dup-sink", "SNK-1"): "fail"})
     page = compare_html(compare_files(baseline, candidate))
     assert "Verdicts that changed" in page and "REGRESSION" in page and "dup-sink" in page
+
+
+def test_compare_html_numbers_are_whole_above_a_thousand_and_four_digits_below():
+    from streamcert.reports.compare_html import _value
+
+    assert _value(10029.6) == "10,030" and _value(1003.8) == "1,004"  # never 1.003e+04
+    assert _value(993.279) == "993.3" and _value(0.10255) == "0.1026" and _value(None) == "–"
