@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from streamcert.benchmarks.latency import LatencyHistogram
-from streamcert.benchmarks.rate_search import Probe, find_max_rate
+from streamcert.benchmarks.rate_search import Probe, confirm_rate, find_max_rate
 from streamcert.harness.errors import ConfigurationError
 
 __all__ = ["BENCH_SCHEMA_VERSION", "BenchCase", "BenchSettings", "CASES", "COMPARISONS", "DEFAULT_CASES",
@@ -344,7 +344,9 @@ def comparisons(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for figure in _COMPARED:
                 if a.get(figure) and b.get(figure):
                     ratios[figure].append(a[figure] / b[figure])
-        found[name] = {"numerator": top, "denominator": bottom,
+        # A ratio of a case that did not keep up compares a saturated pipeline: say so beside it.
+        unsustained = [case for case in (top, bottom) if cases[case].get("sustained") is False]
+        found[name] = {"numerator": top, "denominator": bottom, "not_sustained": unsustained,
                        **{figure: _spread(values) for figure, values in ratios.items()}}
     return found
 
@@ -366,18 +368,25 @@ def _search_rate(env: Any, case: BenchCase, settings: BenchSettings, limit: floa
                  progress: _Progress) -> dict[str, Any]:
     probes = 0
 
-    def probe(rate: float) -> Probe:
-        nonlocal probes
-        probes += 1
-        progress(f"{case.name}: probe {probes} at {rate:,.0f} records/s")
-        run = run_case(env, case, settings, rate, settings.probe_duration_s, folder / f"probe-{probes}",
-                       settings.seed + probes, with_faults=False)
-        details = {k: run.get(k) for k in ("input_records_per_s", "output_records_per_s", "backlog_growth_per_s",
-                                           "lost", "generator_kept_up", "latency_p99_ms", "error") if k in run}
-        return Probe(rate, bool(run.get("sustained")), details)
+    def probe_for(duration_s: float, label: str) -> Callable[[float], Probe]:
+        def probe(rate: float) -> Probe:
+            nonlocal probes
+            probes += 1
+            progress(f"{case.name}: {label} {probes} at {rate:,.0f} records/s for {duration_s:g} s")
+            run = run_case(env, case, settings, rate, duration_s, folder / f"probe-{probes}",
+                           settings.seed + probes, with_faults=False)
+            details = {k: run.get(k) for k in ("input_records_per_s", "output_records_per_s",
+                                               "backlog_growth_per_s", "lost", "generator_kept_up",
+                                               "latency_p99_ms", "error") if k in run}
+            return Probe(rate, bool(run.get("sustained")), {"duration_s": duration_s, **details})
+        return probe
 
-    search = find_max_rate(probe, start=min(1000.0, limit), limit=limit, precision=0.25 if settings.quick else 0.1,
-                           max_probes=5 if settings.quick else 9)
+    precision = 0.25 if settings.quick else 0.1
+    search = find_max_rate(probe_for(settings.probe_duration_s, "probe"), start=min(1000.0, limit), limit=limit,
+                           precision=precision, max_probes=5 if settings.quick else 9)
+    # The measured runs last longer than a probe: the rate must hold that long too.
+    search = confirm_rate(search, probe_for(settings.duration_s, "confirming"), step=precision,
+                          max_tries=2 if settings.quick else 3)
     return search.as_dict()
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from streamcert.harness.errors import ConfigurationError
 
-__all__ = ["Probe", "RateSearch", "find_max_rate"]
+__all__ = ["Probe", "RateSearch", "find_max_rate", "confirm_rate"]
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,16 @@ class RateSearch:
     max_rate: float | None
     probes: list[Probe]
     ceiling_reached: bool
+    #: the longer runs that confirmed (or lowered) ``max_rate``; see :func:`confirm_rate`
+    confirmations: list[Probe] = field(default_factory=list)
+    confirmed: bool | None = None
 
     def as_dict(self) -> dict:
         return {"max_rate": self.max_rate, "ceiling_reached": self.ceiling_reached,
-                "probes": [{"rate": p.rate, "sustained": p.sustained, **p.details} for p in self.probes]}
+                "probes": [{"rate": p.rate, "sustained": p.sustained, **p.details} for p in self.probes],
+                "confirmed": self.confirmed,
+                "confirmations": [{"rate": p.rate, "sustained": p.sustained, **p.details}
+                                  for p in self.confirmations]}
 
 
 def find_max_rate(probe: Callable[[float], Probe], start: float = 1000.0, limit: float = 1_000_000.0,
@@ -69,3 +75,26 @@ def find_max_rate(probe: Callable[[float], Probe], start: float = 1000.0, limit:
             break
         rate = (held + failed) / 2
     return RateSearch(held, probes, ceiling_reached=failed is not None)
+
+
+def confirm_rate(search: RateSearch, probe: Callable[[float], Probe], step: float = 0.1,
+                 max_tries: int = 3) -> RateSearch:
+    """Run ``probe`` (as long as the measured runs) at the search's rate; while it does not hold, step down by
+    ``step`` and try again, at most ``max_tries`` times.
+
+    Short probes miss what takes longer to show (a backlog growing slowly, a stall now and then): the rate the
+    measured runs use must hold for as long as they last. ``max_rate`` becomes the rate that held; if none did, the
+    lowest one tried, with ``confirmed`` False (the measured runs then say the case was not sustained).
+    """
+    if search.max_rate is None:
+        return search
+    rate = search.max_rate
+    for _ in range(max_tries):
+        result = probe(rate)
+        search.confirmations.append(result)
+        if result.sustained:
+            search.max_rate, search.confirmed = rate, True
+            return search
+        rate = rate * (1 - step)
+    search.max_rate, search.confirmed = search.confirmations[-1].rate, False
+    return search

@@ -91,7 +91,8 @@ def _comparisons(results: dict[str, Any]) -> str:
     if not found:
         return ""
     rows = "".join(
-        f"<tr><td><b>{escape(name)}</b></td><td>{escape(body['numerator'])} / {escape(body['denominator'])}</td>"
+        f"<tr><td><b>{escape(name)}</b>{_not_sustained(body)}</td>"
+        f"<td>{escape(body['numerator'])} / {escape(body['denominator'])}</td>"
         f"<td>{_spread(body.get('output_records_per_s'), 3)}</td><td>{_spread(body.get('latency_p50_ms'), 3)}</td>"
         f"<td>{_spread(body.get('latency_p99_ms'), 3)}</td></tr>" for name, body in found.items())
     return ("<h2>Comparisons</h2><p class=\"muted\">Each ratio is taken within one repeat (both cases measured "
@@ -99,6 +100,12 @@ def _comparisons(results: dict[str, Any]) -> str:
             "faster; latency below 1: the numerator is quicker.</p>"
             "<table><tr><th>comparison</th><th>ratio of</th><th>throughput</th><th>p50 latency</th>"
             f"<th>p99 latency</th></tr>{rows}</table>")
+
+
+def _not_sustained(body: dict[str, Any]) -> str:
+    cases = body.get("not_sustained") or []
+    return (f'<br><span class="bad-text">not sustained: {escape(", ".join(cases))} (a saturated pipeline: the '
+            "ratio is not one of highest sustained rates)</span>") if cases else ""
 
 
 def _raw(results: dict[str, Any]) -> str:
@@ -159,17 +166,26 @@ def _case_section(name: str, body: dict[str, Any], search: dict[str, Any] | None
             parts.append(f'<div class="run">{svg}</div>')
     parts.append(_repeats_table(body.get("runs") or []))
     if search:
-        rows = "".join(f"<tr><td>{_num(p['rate'])}</td><td class=\"{'pass' if p['sustained'] else 'fail'}\">"
+        tried = [("probe", p) for p in search.get("probes") or []] + \
+            [("confirming", p) for p in search.get("confirmations") or []]
+        rows = "".join(f"<tr><td>{_num(p['rate'])}</td><td>{role}{_seconds(p)}</td>"
+                       f"<td class=\"{'pass' if p['sustained'] else 'fail'}\">"
                        f"{_num(p['sustained'])}</td><td>{_num(p.get('input_records_per_s'))}"
                        f"{'' if p.get('generator_kept_up', True) else ' (load generator behind)'}</td>"
                        f"<td>{_num(p.get('output_records_per_s'))}</td>"
                        f"<td>{_num(p.get('backlog_growth_per_s'), 1)}</td><td>{_num(p.get('latency_p99_ms'), 1)}</td>"
-                       f"</tr>" for p in search.get("probes") or [])
-        parts.append(f"<p>Rate search: highest sustained rate <b>{_num(search.get('max_rate'))}</b> records/s.</p>"
-                     "<table><tr><th>rate</th><th>sustained</th><th>input records/s</th><th>output records/s</th>"
-                     "<th>backlog growth/s</th>"
+                       f"</tr>" for role, p in tried)
+        confirmed = {True: " (held for a whole measured run)", False: " (no rate held for a whole measured run: the "
+                     "lowest tried)", None: ""}[search.get("confirmed")]
+        parts.append(f"<p>Rate search: highest sustained rate <b>{_num(search.get('max_rate'))}</b> records/s"
+                     f"{confirmed}.</p><table><tr><th>rate</th><th>run</th><th>sustained</th><th>input records/s</th>"
+                     "<th>output records/s</th><th>backlog growth/s</th>"
                      f"<th>p99 ms</th></tr>{rows}</table>")
     return "".join(parts)
+
+
+def _seconds(probe: dict[str, Any]) -> str:
+    return f" ({_num(probe['duration_s'])} s)" if probe.get("duration_s") is not None else ""
 
 
 def _repeats_table(runs: list[dict[str, Any]]) -> str:

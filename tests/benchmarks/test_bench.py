@@ -101,6 +101,13 @@ def test_comparisons_divide_repeat_by_repeat():
     ratio = found["reference_vs_builtin"]
     assert ratio["output_records_per_s"] == {"median": 0.55, "min": 0.5, "max": 0.6, "n": 2}
     assert ratio["latency_p99_ms"]["min"] == 1.0 and ratio["latency_p99_ms"]["max"] == 2.0
+    assert ratio["not_sustained"] == []
+
+
+def test_a_comparison_names_its_cases_that_did_not_keep_up():
+    cases = {"reference": {"runs": [_repeat(500, 400)], "sustained": False},
+             "builtin": {"runs": [_repeat(1000, 200)], "sustained": True}}
+    assert comparisons(cases)["reference_vs_builtin"]["not_sustained"] == ["reference"]
 
 
 def test_a_query_that_failed_is_a_failed_repeat_kept_out_of_medians_and_ratios():
