@@ -111,7 +111,7 @@ class Environment:
         began = time.monotonic()
         self.provider = select_provider(self.config.provider)
         if self.config.brokers != 1:
-            ClusterSettings.check(self.config.cluster, self.config.brokers)
+            self.config.cluster.check(self.config.brokers)
             if self.provider != "local":
                 raise ConfigurationError(f"A cluster of {self.config.brokers} Kafka brokers is started by the local "
                                          f"provider only, not {self.provider}.",
