@@ -18,6 +18,7 @@ everyone: also ``kafka-n``. Topics get replication factor 3 and ``min.insync.rep
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
@@ -291,8 +292,15 @@ class LocalKafkaCluster:
         from streamcert.harness.stack.kafka_clients import client_conf
 
         admin = AdminClient(client_conf(self.direct_bootstrap))
-        metadata = admin.list_topics(topic, timeout=timeout)
-        found = metadata.topics.get(topic)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+            if found is not None and found.error is None and partition in found.partitions:
+                break
+            if time.monotonic() >= deadline:
+                break
+            # A node answers from its own metadata cache: a topic created a moment ago may not be in it yet.
+            time.sleep(0.2)
         if found is None or found.error is not None or partition not in found.partitions:
             raise ConfigurationError(f"The cluster has no partition {topic}/{partition}"
                                      + (f" ({found.error})" if found is not None and found.error else "") + ".",
