@@ -124,12 +124,6 @@ class StandaloneWorker(ProcessBacked):
                                        env=_launcher_env(self.run_token, self.workdir))
         self._process.start()
 
-    def restart(self, clean: bool = True) -> None:
-        """Stop it (cleanly or by SIGKILL) and start it again on the same ports."""
-        (self.stop if clean else self.kill)()
-        self._process = None
-        self.start()
-
 
 class LocalSparkCluster:
     """A master and ``workers`` workers of ``cores`` cores and ``memory_mb`` MiB each; a context manager.
