@@ -9,7 +9,11 @@ Kafka transaction for the driver to commit. The same protocol is realised in two
   (:class:`~streamcert.connectors.twophase.TxnId`) in a header, commits it, and reports the staged range
   (:class:`StagedRange`: partition, first and last offset, records, rows) in its commit message. The
   staging producer's ``transactional.id`` is stable per (sink, Spark partition): a new attempt
-  fences the zombie of the last one, whose open transaction is aborted;
+  fences the zombie of the last one, whose open transaction is aborted. Each task attempt
+  initialises its own staging producer: a producer cached in a Python worker would be fenced
+  whenever the partition's next task ran in another worker, and fail there after producing its
+  rows. An attempt fenced by a newer one gives up at once instead of fencing it back (two attempts
+  re-initialising in turn would stall both until the transaction timeout);
 - **decision + commit** (:func:`commit_batch`, on the driver): one transaction of the driver's
   producer (``transactional.id`` stable per sink, so a zombie driver is fenced) copies the staged
   ranges named by the messages to the output topic *and* writes the decision record
@@ -141,21 +145,27 @@ def _transient(err: KafkaError) -> bool:
 
 # -- producers ----------------------------------------------------------------------------
 
-def _producer(options: SinkOptions, transactional_id: str, extra: dict[str, object]) -> Producer:
-    """A cached, initialised transactional producer; initialising fences the previous holder of the id."""
+def _new_producer(options: SinkOptions, transactional_id: str, extra: dict[str, object]) -> Producer:
+    """An initialised transactional producer; initialising fences the previous holder of the id."""
+    conf = client_conf(options.bootstrap_servers, **{
+        "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
+        "transaction.timeout.ms": options.transaction_timeout_ms, "linger.ms": 5,
+        "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, **options.kafka_conf,
+        **extra})  # the sink's own settings for this producer win
+    producer = Producer(conf)
+    producer.init_transactions(options.transaction_timeout_ms / 1000)
+    return producer
+
+
+def _cached_producer(options: SinkOptions, transactional_id: str, extra: dict[str, object]) -> tuple[Producer, bool]:
+    """The process's producer of ``transactional_id``, and whether it was initialised by this call."""
     key = (options.bootstrap_servers, transactional_id)
     with _producers_lock:
         producer = _producers.get(key)
-        if producer is None:
-            conf = client_conf(options.bootstrap_servers, **{
-                "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
-                "transaction.timeout.ms": options.transaction_timeout_ms, "linger.ms": 5,
-                "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, **options.kafka_conf,
-                **extra})  # the sink's own settings for this producer win
-            producer = Producer(conf)
-            producer.init_transactions(options.transaction_timeout_ms / 1000)
-            _producers[key] = producer
-        return producer
+        if producer is not None:
+            return producer, False
+        producer = _producers[key] = _new_producer(options, transactional_id, extra)
+        return producer, True
 
 
 def _forget(options: SinkOptions, transactional_id: str) -> None:
@@ -180,19 +190,29 @@ def _commit(producer: Producer, deadline: float) -> None:
 
 
 def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, object], what: str,
-                 body: Callable[[Producer], Any], deadline: float) -> Any:
+                 body: Callable[[Producer], Any], deadline: float, *, cached: bool) -> Any:
     """Run ``body`` in a transaction until it commits, or until ``deadline``.
 
     ``body`` returns ``_ALREADY_DONE`` to end without a transaction (for the driver: the decision log
     says the batch is committed). After any failure the producer is aborted or, if it cannot be
     (fatal error, fenced, unknown outcome), thrown away: the next one re-initialises the id, which
-    completes or aborts what the last one left open, and ``body`` looks again.
+    completes or aborts what the last one left open, and ``body`` looks again. ``cached``: keep the
+    producer for the next call in this process (the driver's committer) instead of one per call.
+
+    Fenced after initialising the id itself, the call gives up at once: a newer instance holds the
+    id, and fencing it back would start a duelling pair that stalls both until the deadline. Only a
+    producer cached from an earlier call is replaced when fenced. Other fatal errors are retried
+    with a new producer at most ``_FATAL_RETRIES`` times.
     """
     last: BaseException | None = None
+    fatal_errors = 0
     while time.monotonic() < deadline:
-        producer = None
+        producer, initialised_here = None, True
         try:
-            producer = _producer(options, transactional_id, extra)
+            if cached:
+                producer, initialised_here = _cached_producer(options, transactional_id, extra)
+            else:
+                producer = _new_producer(options, transactional_id, extra)
             producer.begin_transaction()
             result = body(producer)
             if result is _ALREADY_DONE:
@@ -208,6 +228,14 @@ def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, o
             err = _error(kafka_exc)
             if err is not None and err.code() in _PERMANENT:
                 raise RuntimeError(f"{SINK_NAME}: {what} failed: {err.str()}. {_PERMANENT[err.code()]}") from None
+            if err is not None and err.code() in _FENCED and initialised_here:
+                raise RuntimeError(f"{SINK_NAME}: {what} was fenced: another producer initialised transactional.id "
+                                   f"{transactional_id!r} after this one ({err.str()}). {_FENCED_HINT}") from None
+            if err is not None and (err.fatal() or err.code() == KafkaError._FATAL) and err.code() not in _FENCED:
+                fatal_errors += 1
+                if fatal_errors > _FATAL_RETRIES:
+                    raise RuntimeError(f"{SINK_NAME}: {what} failed: {fatal_errors} producers in turn met a fatal "
+                                       f"error; last: {err.str()}") from kafka_exc
             last = kafka_exc
             time.sleep(0.2)
     raise RuntimeError(f"{SINK_NAME}: {what} did not commit before its deadline; last error: {last}") from last
@@ -245,6 +273,11 @@ def _abort_or_forget(options: SinkOptions, transactional_id: str, producer: Prod
             pass
     _forget(options, transactional_id)
 
+
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+_FENCED_HINT = ("A newer attempt of this task (or another driver with the same sinkId) now owns it; this one "
+                "stops so that the newer one can finish.")
+_FATAL_RETRIES = 3
 
 # errors a retry cannot heal -> what to do about them
 _TOO_LARGE = ("A row is larger than the sink's producer (message.max.bytes, 1000000 by default: set "
@@ -331,7 +364,7 @@ def stage_rows(options: SinkOptions, txn: TxnId, batches: Iterator) -> StagedRan
 
     staged = _transaction(options, staging_transactional_id(options.sink_id, txn.partition),
                           {"message.max.bytes": _STAGING_MAX_MESSAGE_BYTES},
-                          f"staging batch {txn.batch_id} partition {txn.partition}", body, deadline)
+                          f"staging batch {txn.batch_id} partition {txn.partition}", body, deadline, cached=False)
     reached(f"{FAULT_POINTS}.after-stage")
     return staged
 
@@ -498,6 +531,6 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
         return outcome
 
     _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
-                 f"commit of batch {batch_id}", body, deadline)
+                 f"commit of batch {batch_id}", body, deadline, cached=True)
     reached(f"{FAULT_POINTS}.after-commit")
     return outcome

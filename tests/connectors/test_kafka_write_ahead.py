@@ -209,18 +209,48 @@ def test_a_broker_away_for_seconds_delays_the_writer_instead_of_failing_the_quer
     assert time.monotonic() - began < 15
 
 
-def test_a_cached_staging_producer_fenced_by_another_worker_is_replaced_not_fatal(options):
-    _stage(options, 0, 1, range(5))  # this process now caches an initialised producer for partition 1
+def test_a_staging_attempt_fenced_by_a_newer_one_gives_up_at_once_instead_of_fencing_it_back(options):
+    txn_id = wa.staging_transactional_id(options.sink_id, 1)
+    newer = []
+
+    def body(producer):
+        producer.produce(options.staging_topic, value=b"old attempt", partition=1)
+        producer.flush(10)
+        if not newer:  # a newer attempt of the same partition starts while this one is still staging
+            newer.append(Producer(client_conf(options.bootstrap_servers, **{"transactional.id": txn_id})))
+            newer[0].init_transactions(10)
+        return "staged"
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="was fenced: another producer initialised transactional.id"):
+        wa._transaction(options, txn_id, {}, "staging", body, time.monotonic() + 30, cached=False)
+    # at once, not at the deadline: two attempts re-initialising in turn stalled a benchmark's batch for 60 s
+    assert time.monotonic() - started < 10
+    newer[0].begin_transaction()  # the newer attempt was not fenced back: it still commits
+    newer[0].produce(options.staging_topic, value=b"newer attempt", partition=1)
+    newer[0].commit_transaction(10)
+    staged = [v for *_x, v in read_topic(options.bootstrap_servers, options.staging_topic)]
+    assert b"newer attempt" in staged and b"old attempt" not in staged
+
+
+def test_staging_producers_of_other_python_workers_do_not_fence_the_next_task(options):
+    _stage(options, 0, 1, range(5))
     other_worker = Producer(client_conf(options.bootstrap_servers, **{
         "transactional.id": wa.staging_transactional_id(options.sink_id, 1)}))
-    other_worker.init_transactions(10)  # another Python worker ran partition 1: the cached producer is fenced
-    started = time.monotonic()
-    staged = _stage(options, 1, 1, range(5, 15))
-    # at once, not after the transaction's timeout: a flush waiting on a fenced producer stalled a benchmark's
-    # batch for 60 s (the fencing surfaced in the delivery reports, and flush waited for the deadline)
-    assert time.monotonic() - started < 10
+    other_worker.init_transactions(10)  # another Python worker ran partition 1 since
+    staged = _stage(options, 1, 1, range(5, 15))  # each attempt initialises its own producer: nothing to replace
     wa.commit_batch(options, 1, [staged])
     assert staged.rows == 10 and _output(options) == _values(range(5, 15))
+
+
+def test_a_cached_committer_fenced_by_a_driver_that_since_died_is_replaced(options):
+    wa.commit_batch(options, 0, [_stage(options, 0, 0, range(5))])  # the driver caches its committer
+    died = Producer(client_conf(options.bootstrap_servers, **{
+        "transactional.id": wa.committer_transactional_id(options.sink_id)}))
+    died.init_transactions(10)  # another driver of the sink started, then died before committing anything
+    del died
+    result = wa.commit_batch(options, 1, [_stage(options, 1, 0, range(5, 10))])
+    assert result["rows"] == 5 and _output(options) == _values(range(10))
 
 
 def test_a_row_too_large_for_the_output_fails_the_commit_at_once_with_what_to_do(options):
