@@ -18,11 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streamcert.harness.errors import ConfigurationError
 
-__all__ = ["KINDS", "Requirement", "CATALOGUE", "EVIDENCE_CHECKS", "requirements", "requirement", "ids_for"]
+__all__ = ["KINDS", "CLUSTER_SUBJECT", "Requirement", "CATALOGUE", "EVIDENCE_CHECKS", "requirements", "requirement",
+           "ids_for"]
 
-#: The kinds a requirement applies to: a connector's kind, or every connector (``general``).
-KINDS = ("source", "sink", "aggregator", "general")
-_PREFIX = {"source": "SRC", "sink": "SNK", "aggregator": "AGG", "general": "GEN"}
+#: The kinds a requirement applies to: a connector's kind, every connector (``general``), or the Kafka cluster the
+#: connectors run on (``broker``: seed 003's preconditions of the failover runs, certified as ``kafka-cluster``).
+KINDS = ("source", "sink", "aggregator", "general", "broker")
+_CONNECTOR_KINDS = KINDS[:3]
+_PREFIX = {"source": "SRC", "sink": "SNK", "aggregator": "AGG", "general": "GEN", "broker": "BRK"}
+#: The subject of the ``broker`` requirements in a certification's verdicts.
+CLUSTER_SUBJECT = "kafka-cluster"
 
 #: Checks that read the run's own evidence rather than its output, and what each reads.
 EVIDENCE_CHECKS = {
@@ -41,6 +46,8 @@ EVIDENCE_CHECKS = {
     "option_errors": "each bad option gets a ConfigurationError naming it, with a hint, before the query runs",
     "clean_stop": "a stop request ends the query within its bound with its last batch committed and nothing of "
                   "the connector left running",
+    "loss_seen": "the acknowledged-writes run under unsafe settings: the lost check found acknowledged records "
+                 "missing (the harness can see the anomaly those settings allow)",
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
@@ -53,8 +60,8 @@ class Requirement(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(pattern=r"^(SRC|SNK|AGG|GEN)-[1-9][0-9]*$")
-    kind: Literal["source", "sink", "aggregator", "general"]
+    id: str = Field(pattern=r"^(SRC|SNK|AGG|GEN|BRK)-[1-9][0-9]*$")
+    kind: Literal["source", "sink", "aggregator", "general", "broker"]
     statement: str = Field(min_length=10, description="what a connector of the kind guarantees, in one line")
     procedure: str = Field(min_length=10, description="how the suite exercises it")
     pass_condition: str = Field(min_length=10, description="when the verdict is pass")
@@ -205,15 +212,36 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Ask a running query to stop.",
          "It stops within its bound with its last batch committed; nothing of the connector keeps running.",
          checks=("clean_stop",)),
+    # -- the Kafka cluster under the failover runs (seed 003) ------------------------------------------------
+    _req("BRK-1", "With acks=all, replication factor 3 and min.insync.replicas 2, no record the cluster "
+         "acknowledged is lost when a partition's leader is cut off from its peers and then killed.",
+         "A producer writes numbered records with acks=all at a steady pace to a topic led by a node that does not "
+         "lead the KRaft quorum; the leader is cut off from its peers (its clients still reach it) until the others "
+         "elect a new one, stays cut off a few seconds, is SIGKILLed, and rejoins; the topic is read back once its "
+         "ISR is whole again.",
+         "Every acknowledged record is read back; the new leader and the ISR are seen in metadata, or the verdict "
+         "is unknown. A failover run's failure of a connector counts only when this holds.",
+         faults=("node_isolate", "node_kill"), checks=("lost", "fault_reached"), origin="seed 003"),
+    _req("BRK-2", "The harness sees seed 003's anomaly: with acks=1, min.insync.replicas 1 and unclean leader "
+         "election, acknowledged records are lost across the same failover, and the checkers find them.",
+         "As BRK-1, with the unsafe settings: the cut-off leader goes on acknowledging writes no other replica "
+         "has, and throws them away when it rejoins as a follower.",
+         "The lost check names acknowledged records that are missing (Jepsen's Kafka result, reproduced); the "
+         "failover is seen in metadata, or the verdict is unknown.",
+         faults=("node_isolate", "node_kill"), checks=("loss_seen", "fault_reached"), origin="seed 003"),
 )
 
 
 def requirements(kind: str | None = None) -> list[Requirement]:
-    """The catalogue, or what applies to a connector of ``kind`` (its own requirements and the general ones)."""
+    """The catalogue, or what applies to a connector of ``kind`` (its own requirements and the general ones), or
+    the Kafka cluster's (``broker``)."""
     if kind is None:
         return list(CATALOGUE)
-    if kind not in KINDS[:3]:
-        raise ConfigurationError(f"There is no connector kind {kind!r}.", hint="Use source, sink or aggregator.")
+    if kind == "broker":
+        return [req for req in CATALOGUE if req.kind == "broker"]
+    if kind not in _CONNECTOR_KINDS:
+        raise ConfigurationError(f"There is no connector kind {kind!r}.",
+                                 hint="Use source, sink, aggregator or broker.")
     return [req for req in CATALOGUE if req.kind in (kind, "general")]
 
 

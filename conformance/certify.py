@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamcert.conformance.catalogue import CATALOGUE, Requirement, ids_for, requirement
+from streamcert.conformance.catalogue import CATALOGUE, CLUSTER_SUBJECT, Requirement, ids_for, requirement
 from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.options_probe import cases_of, probe_options
 from streamcert.conformance.participants import probe_leftovers
-from streamcert.conformance.plans import PlannedRun, plan
+from streamcert.conformance.plans import PlannedRun, cluster_runs, plan
 from streamcert.conformance.results import CertificationResult, RunSummary
 from streamcert.conformance.verdicts import JudgedRun, Verdict, judge, skipped
 from streamcert.harness.errors import ConfigurationError
@@ -54,10 +54,16 @@ class Certification:
     runs: list[PlannedRun] = field(default_factory=list)
     #: reference -> requirements the full plan judges (what --quick leaves out is said so in its verdict)
     full_plan: dict[str, set[str]] = field(default_factory=dict)
+    #: (connector reference, run name) -> why the run could not happen on this stack (an external cluster)
+    skipped_runs: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def requirements_of(self, connector: Connector) -> list[Requirement]:
         return [req for req in CATALOGUE if req.id in ids_for(connector.kind)
                 and (self.wanted is None or req.id in self.wanted)]
+
+    def cluster_requirements(self) -> list[str]:
+        """The BRK requirements the plan's cluster runs judge (the precondition of the failover runs among them)."""
+        return [req for run in self.runs if run.connector == CLUSTER_SUBJECT for req in run.judges]
 
 
 def prepare(references: list[str] | None, requirement_ids: list[str] | None = None, *, seed: int = 1,
@@ -75,7 +81,7 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
                                  hint="Give each connector a name of its own (the class attribute name).")
     wanted = {requirement(req_id).id for req_id in requirement_ids} if requirement_ids else None
     if wanted is not None:
-        kinds = {c.kind for c in connectors.values()}
+        kinds = {c.kind for c in connectors.values()} | {"broker"}
         applicable = {req for kind in kinds for req in ids_for(kind)}
         if not wanted & applicable:
             raise ConfigurationError(
@@ -86,6 +92,8 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
     for reference, connector in connectors.items():
         certification.runs += plan(reference, connector, seed, quick, wanted)
         certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
+    failover = any(run.brokers > 1 for run in certification.runs)
+    certification.runs[:0] = cluster_runs(seed, wanted, failover)
     return certification
 
 
@@ -113,6 +121,11 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
         requirements=sorted(certification.wanted) if certification.wanted else None, command=command,
         connectors=[c.name for c in certification.connectors.values()], started_at=time.time(),
         declarations={c.name: ConnectorSummary.of(c, ref) for ref, c in certification.connectors.items()})
+    if certification.cluster_requirements():
+        result.connectors = [*result.connectors, CLUSTER_SUBJECT]
+        result.declarations = {**result.declarations, CLUSTER_SUBJECT: ConnectorSummary(
+            reference=CLUSTER_SUBJECT, name=CLUSTER_SUBJECT, kind="broker",
+            claims=sorted(certification.cluster_requirements()))}
     judged: list[JudgedRun] = []
     shutil.rmtree(out / "runs", ignore_errors=True)  # a run folder of an earlier certification must not be resumed
     try:
@@ -176,6 +189,18 @@ class _Stacks:
     def __exit__(self, *exc) -> None:
         self._stop_own()
 
+    def cannot_start(self, brokers: int) -> str | None:
+        """Why a stack of ``brokers`` cannot be had here, or None."""
+        if brokers == 1 or brokers == self.given_brokers:
+            return None
+        from streamcert.harness.stack.providers import select_provider
+
+        provider = select_provider(self.provider)
+        if provider != "local":
+            return (f"needs a local {brokers}-broker cluster whose nodes the harness kills and cuts off; the "
+                    f"{provider} provider gives it no control of the brokers")
+        return None
+
     def __call__(self, brokers: int) -> Any:
         if brokers == self.given_brokers:
             return self.given
@@ -200,12 +225,18 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
     from streamcert.harness.scenario import run_scenario
 
     for planned in sorted(certification.runs, key=lambda run: run.brokers):
+        reason = stacks.cannot_start(planned.brokers)
+        if reason is not None:
+            certification.skipped_runs[(planned.connector, planned.name)] = reason
+            continue
         env = stacks(planned.brokers)
-        connector = certification.connectors[planned.connector]
-        folder = out / "runs" / _slug(connector.name) / planned.name
+        connector = certification.connectors.get(planned.connector)
+        folder = out / "runs" / _slug(connector.name if connector else planned.connector) / planned.name
         if on_run:
             on_run("start", planned, None)
-        if planned.probe == "options":
+        if planned.probe == "acked_writes":
+            run_result, evidence = _acked_writes(env, planned, folder, certification.seed)
+        elif planned.probe == "options":
             run_result, evidence = _probe_options(env, planned, connector, folder, certification.seed)
         else:
             run_result = run_scenario(env, planned.scenario, folder)
@@ -214,7 +245,8 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
             evidence = RunEvidence.of_run(run_result, folder, kill_points, _probe(run_result, env))
         judged.append(JudgedRun(planned, run_result, evidence, folder.relative_to(out)))
         result.runs.append(RunSummary(
-            connector=connector.name, scenario=planned.name, judges=list(planned.judges),
+            connector=connector.name if connector else planned.connector, scenario=planned.name,
+            judges=list(planned.judges),
             folder=str(folder.relative_to(out)), seed=run_result.seed, complete=run_result.complete,
             valid=run_result.valid, duration_s=run_result.duration_s, driver_attempts=run_result.driver_attempts,
             faults=sum(1 for e in run_result.history if e["kind"] == "fault-start"),
@@ -241,6 +273,32 @@ def _probe_options(env: Any, planned: PlannedRun, connector: Connector, folder: 
     return result, RunEvidence(result.history, [], {}, {}, option_cases=cases)
 
 
+def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> tuple[RunResult, RunEvidence]:
+    """A BRK run: seed 003's producer on the stack's cluster through a leader isolation and kill."""
+    import uuid
+
+    from streamcert.harness.run.acked_writes import acknowledged_writes
+
+    params = dict(planned.params)
+    config = dict(params.get("topic_config", ()))
+    result = RunResult(scenario={"name": planned.name, "probe": "acked_writes", "acks": params.get("acks"),
+                                 "topic_config": config, "isolated_s": params.get("isolated_s")},
+                       seed=seed, started_at=time.time())
+    found = None
+    try:
+        writes = acknowledged_writes(env.kafka, f"brk-{planned.name}-{uuid.uuid4().hex[:8]}", str(params["acks"]),
+                                     config, isolated_s=float(params["isolated_s"]))
+        found = writes.as_dict()
+        result.history, result.checks, result.metrics["acked_writes"] = writes.history, [writes.lost.to_dict()], found
+        result.valid = writes.lost.valid
+        result.complete = True
+    except Exception as exc:  # noqa: BLE001 - the verdict says the run failed; the certification goes on
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.duration_s = round(time.time() - result.started_at, 3)
+    result.save(folder / "results.json")
+    return result, RunEvidence(result.history, [], {}, {}, acked_writes=found)
+
+
 def _probe(run_result: RunResult, env: Any):
     if not run_result.complete or not run_result.output:
         return None
@@ -258,11 +316,60 @@ def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Ver
             if req.id not in connector.claims:
                 verdicts.append(skipped(connector, req))
                 continue
-            mine = [run for run in runs if req.id in run.planned.judges]
-            planned = sum(1 for run in certification.runs if run.connector == reference and req.id in run.judges)
-            verdict = judge(connector, req, mine, planned, in_full_plan=req.id in full)
-            verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick)
-            verdicts.append(verdict)
+            verdicts.append(_judged(certification, reference, connector.name, req, runs, req.id in full))
+    cluster = [_judged(certification, CLUSTER_SUBJECT, CLUSTER_SUBJECT, requirement(req_id),
+                       [run for run in judged if run.planned.connector == CLUSTER_SUBJECT], True)
+               for req_id in certification.cluster_requirements()]
+    return _failover_preconditions(verdicts, cluster, judged, certification) + cluster
+
+
+def _judged(certification: Certification, reference: str, name: str, req: Requirement, runs: list[JudgedRun],
+            in_full_plan: bool) -> Verdict:
+    """The verdict of a claimed requirement from its runs; the runs this stack could not have are said so."""
+    mine = [run for run in runs if req.id in run.planned.judges]
+    planned = [run for run in certification.runs if run.connector == reference and req.id in run.judges]
+    skipped_here = {run.name: certification.skipped_runs[(reference, run.name)] for run in planned
+                    if (reference, run.name) in certification.skipped_runs}
+    if planned and len(skipped_here) == len(planned):
+        verdict = Verdict(connector=name, requirement=req.id, verdict="skip",
+                          reason="; ".join(f"{run}: {why}" for run, why in skipped_here.items()))
+    else:
+        verdict = judge(_Subject(name), req, mine, len(planned) - len(skipped_here), in_full_plan=in_full_plan)
+        if skipped_here:
+            verdict.reason += " (not run here: " + "; ".join(f"{run}: {why}" for run, why in skipped_here.items()) + ")"
+            verdict.evidence["skipped_runs"] = skipped_here
+    verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick)
+    return verdict
+
+
+@dataclass(frozen=True)
+class _Subject:
+    name: str
+
+
+def _failover_preconditions(verdicts: list[Verdict], cluster: list[Verdict], judged: list[JudgedRun],
+                            certification: Certification) -> list[Verdict]:
+    """A connector that failed only on the 3-broker cluster, whose own BRK-1 run did not pass, is unknown: the loss
+    cannot be told apart from the cluster's."""
+    precondition = next((v for v in cluster if v.requirement == "BRK-1"), None)
+    if precondition is None or precondition.verdict == "pass":
+        return verdicts
+    by_name = {connector.name: ref for ref, connector in certification.connectors.items()}
+    for verdict in verdicts:
+        if verdict.verdict != "fail":
+            continue
+        reference = by_name.get(verdict.connector)
+        runs = [run for run in judged if run.planned.connector == reference and verdict.requirement in
+                run.planned.judges]
+        if not any(run.planned.brokers > 1 for run in runs):
+            continue
+        single = [run for run in runs if run.planned.brokers == 1]
+        if single and judge(_Subject(verdict.connector), requirement(verdict.requirement), single).verdict == "fail":
+            continue
+        verdict.verdict = "unknown"
+        verdict.reason = (f"failed only on the 3-broker cluster, whose own BRK-1 run ({precondition.verdict}: "
+                          f"{precondition.reason}) does not show that it keeps what it acknowledged: "
+                          + verdict.reason)
     return verdicts
 
 

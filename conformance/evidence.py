@@ -37,9 +37,12 @@ class RunEvidence:
                  options: Mapping[str, Any], kill_points: Mapping[str, str], leftover_probe: CheckResult | None = None,
                  output: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None,
                  option_cases: list[dict[str, Any]] | None = None,
-                 acknowledged: Callable[[], set[int]] | set[int] | None = None):
+                 acknowledged: Callable[[], set[int]] | set[int] | None = None,
+                 acked_writes: dict[str, Any] | None = None):
         #: GEN-2's probe outcomes (:func:`streamcert.conformance.options_probe.probe_options`), when it ran
         self.option_cases = option_cases
+        #: a BRK run's :meth:`~streamcert.harness.run.acked_writes.AckedWritesResult.as_dict`, when it ran
+        self.acked_writes = acked_writes
         self._acknowledged = acknowledged
         self.history = history
         self.driver_events = driver_events
@@ -153,12 +156,18 @@ def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResul
     started = [event for event in evidence.fault_starts() if event.get("fault") in kinds]
     errors = [{"fault": event.get("fault"), "phase": event.get("phase"), "error": event.get("error")}
               for event in evidence.history if event["kind"] == "fault-error" and event.get("fault") in kinds]
-    counts = {"started": len(started), "errors": len(errors)}
-    if started and not errors:
+    # A fault that says what it was aimed at (a failover: the leader moved, the ISR shrank) and did not see it
+    # happen in metadata did not exercise the requirement.
+    unseen = [{"fault": event.get("fault"), "node": event.get("node"), "after": event.get("after")}
+              for event in started if event.get("reached") is False]
+    counts = {"started": len(started), "errors": len(errors), "unseen": len(unseen)}
+    if started and not errors and not unseen:
         return _result("fault_reached", True, counts, [])
     reason = (f"{len(errors)} fault(s) failed: the run did not exercise all it was meant to" if errors else
+              f"{len(unseen)} fault(s) struck but their effect (a new leader, a shrunk ISR, a new controller) was "
+              "not seen in metadata" if unseen else
               f"none of the faults it needs ({', '.join(kinds)}) happened")
-    return _result("fault_reached", UNKNOWN, counts, errors, reason)
+    return _result("fault_reached", UNKNOWN, counts, errors + unseen, reason)
 
 
 # -- the query's own reports ----------------------------------------------------------------------
@@ -370,6 +379,22 @@ def fencing(evidence: RunEvidence) -> CheckResult:
                    "the requirement was not exercised")
 
 
+def loss_seen(evidence: RunEvidence) -> CheckResult:
+    """BRK-2: under unsafe settings the lost check found acknowledged records missing. Nothing lost is a finding
+    (invalid): the harness failed to see what those settings let happen."""
+    run = evidence.acked_writes
+    if run is None:
+        return _result("loss_seen", UNKNOWN, {}, [], "the run wrote no acknowledged-writes result")
+    lost = run.get("lost")
+    counts = {"acknowledged": run.get("acknowledged", 0), "lost": lost or 0}
+    if not isinstance(lost, int):
+        return _result("loss_seen", UNKNOWN, counts, [], "the lost check could not decide")
+    if lost > 0:
+        return _result("loss_seen", True, counts, [])
+    return _result("loss_seen", False, counts, [{"kind": "no_loss_seen", "acknowledged": run.get("acknowledged")}],
+                   "no acknowledged record was lost: the harness did not see the loss the unsafe settings allow")
+
+
 def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
     def judge(_evidence: RunEvidence) -> CheckResult:
         return _result(name, UNKNOWN, {}, [], f"this version of streamcert cannot decide {name} yet")
@@ -379,7 +404,7 @@ def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
 _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
     "assignment": assignment, "end_offsets": end_offsets, "option_errors": option_errors,
-    "fencing": fencing, **{name: not_judged(name) for name in ("event_time_drift",)},
+    "fencing": fencing, "loss_seen": loss_seen, **{name: not_judged(name) for name in ("event_time_drift",)},
 }
 
 

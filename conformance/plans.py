@@ -27,7 +27,7 @@ from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.scenario import Scenario
 from streamcert.spi.connector import Connector
 
-__all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "plan", "judged_by"]
+__all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "ACKED_WRITES", "plan", "cluster_runs", "judged_by"]
 
 #: The exactly-once sink a source under test writes into.
 SINK_PARTNER = "spark-files"
@@ -50,11 +50,15 @@ class PlannedRun:
     connector: str
     name: str
     judges: tuple[str, ...]
-    scenario: Scenario
-    #: ``scenario``: run it; ``options``: GEN-2's option probe on the scenario's query (nothing is loaded).
+    #: the query it runs (None for an acknowledged-writes run, which runs no query)
+    scenario: Scenario | None
+    #: ``scenario``: run it; ``options``: GEN-2's option probe on the scenario's query (nothing is loaded);
+    #: ``acked_writes``: seed 003's producer run on the cluster itself (:data:`ACKED_WRITES` gives its settings)
     probe: str = "scenario"
     #: Kafka brokers of the stack it runs on: 1, or 3 for the leader-failover runs (replication factor 3, min ISR 2)
     brokers: int = 1
+    #: an acknowledged-writes run's parameters: acks, topic settings, seconds the old leader stays cut off
+    params: tuple[tuple[str, object], ...] = ()
 
 
 def _failover(rng: random.Random) -> list[FaultSpec]:
@@ -308,6 +312,32 @@ def plan(reference: str, connector: Connector, seed: int, quick: bool = False,
     if wanted is not None:
         claimed &= wanted
     return [run for run in runs if claimed & set(run.judges)]
+
+
+#: The Kafka cluster's own runs (BRK): requirement -> (run name, acks, topic settings beyond the cluster's defaults).
+ACKED_WRITES = {
+    "BRK-1": ("acked-writes-safe", "all", {}),
+    "BRK-2": ("acked-writes-unsafe", "1", {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}),
+}
+
+
+def cluster_runs(seed: int, wanted: set[str] | None, failover_planned: bool) -> list[PlannedRun]:
+    """The cluster's acknowledged-writes runs on 3 brokers: those of ``wanted``'s BRK requirements, and BRK-1 as
+    the precondition of any failover run (a connector's loss there counts only if the cluster itself keeps what it
+    acknowledged)."""
+    from streamcert.conformance.catalogue import CLUSTER_SUBJECT
+
+    runs = []
+    for requirement, (name, acks, config) in ACKED_WRITES.items():
+        if not ((wanted is None and failover_planned) or (wanted and requirement in wanted)
+                or (requirement == "BRK-1" and failover_planned)):
+            continue
+        rng = random.Random(f"{seed}:{CLUSTER_SUBJECT}:{name}")
+        params = (("acks", acks), ("topic_config", tuple(sorted(config.items()))),
+                  ("isolated_s", round(rng.uniform(5.0, 7.0), 3)))
+        runs.append(PlannedRun(CLUSTER_SUBJECT, name, (requirement,), None, probe="acked_writes", brokers=3,
+                               params=params))
+    return runs
 
 
 def judged_by(runs: list[PlannedRun], requirement: str) -> list[PlannedRun]:

@@ -36,7 +36,8 @@ class ConnectorSummary(BaseModel):
 
     reference: str = Field(description="how the scenario named it: entry point name or module:attr")
     name: str
-    kind: Literal["source", "sink", "aggregator"]
+    kind: Literal["source", "sink", "aggregator", "broker"] = Field(
+        description="a connector's kind, or broker for the Kafka cluster of the failover runs")
     claims: list[str] = Field(default_factory=list, description="requirement IDs and capabilities it claims")
     unclaimed: dict[str, str] = Field(default_factory=dict, description="requirement ID -> why it does not apply")
     output_kind: str | None = Field(None, description="where a sink's output is read back from")

@@ -17,9 +17,9 @@ VERDICTS = ("fail", "unknown", "pass", "skip")
 
 
 def requirement_order(requirement: str) -> tuple:
-    """Catalogue order: sources, sinks, aggregators, general; then by number."""
+    """Catalogue order: sources, sinks, aggregators, general, the Kafka cluster; then by number."""
     prefix, _, number = requirement.partition("-")
-    return ({"SRC": 0, "SNK": 1, "AGG": 2, "GEN": 3}.get(prefix, 9), int(number) if number.isdigit() else 0,
+    return ({"SRC": 0, "SNK": 1, "AGG": 2, "GEN": 3, "BRK": 4}.get(prefix, 9), int(number) if number.isdigit() else 0,
             requirement)
 
 

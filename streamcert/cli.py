@@ -408,8 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.set_defaults(func=_env_smoke)
 
     listing = commands.add_parser("requirements", help="print the conformance requirement catalogue")
-    listing.add_argument("--kind", choices=("source", "sink", "aggregator"), default=None,
-                         help="only what applies to a connector of this kind (its own and the general ones)")
+    listing.add_argument("--kind", choices=("source", "sink", "aggregator", "broker"), default=None,
+                         help="only what applies to a connector of this kind (its own and the general ones), or "
+                              "to the Kafka cluster under the failover runs (broker)")
     listing.add_argument("--json", action="store_true", help="a JSON list instead of a table")
     listing.set_defaults(func=_requirements)
 

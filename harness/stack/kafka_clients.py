@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
@@ -34,12 +34,18 @@ def _admin(bootstrap: str) -> AdminClient:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: Mapping[str, str] | None = None,
-                 timeout: float = 30.0) -> None:
-    """Create ``topic`` (no error if it exists with the same name) and wait until it has a leader."""
+                 timeout: float = 30.0, replicas: Sequence[int] | None = None) -> None:
+    """Create ``topic`` (no error if it exists with the same name) and wait until it has a leader.
+
+    ``replicas``: the brokers holding every partition, the first one its preferred leader (otherwise the cluster
+    places them, with its default replication factor)."""
     admin = _admin(bootstrap)  # keep a reference: a collected client fails its pending futures
-    # Replication factor -1: the cluster's default.replication.factor (1 on one broker, 3 on a cluster).
-    futures = admin.create_topics(
-        [NewTopic(topic, partitions, -1, config=dict(config or {}))], request_timeout=timeout)
+    if replicas:
+        new = NewTopic(topic, replica_assignment=[list(replicas)] * partitions, config=dict(config or {}))
+    else:
+        # Replication factor -1: the cluster's default.replication.factor (1 on one broker, 3 on a cluster).
+        new = NewTopic(topic, partitions, -1, config=dict(config or {}))
+    futures = admin.create_topics([new], request_timeout=timeout)
     try:
         futures[topic].result(timeout=timeout)
     except KafkaException as exc:

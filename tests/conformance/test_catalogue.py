@@ -31,7 +31,8 @@ def test_each_requirement_names_faults_and_checks_that_exist(req):
     assert set(req.faults) <= set(kinds()), f"{req.id}: unknown fault kinds {set(req.faults) - set(kinds())}"
     unknown = set(req.checks) - OUTPUT_CHECKERS - set(EVIDENCE_CHECKS)
     assert unknown == set(), f"{req.id}: no checker or evidence check called {unknown}"
-    assert req.id.split("-")[0] == {"source": "SRC", "sink": "SNK", "aggregator": "AGG", "general": "GEN"}[req.kind]
+    assert req.id.split("-")[0] == {"source": "SRC", "sink": "SNK", "aggregator": "AGG", "general": "GEN",
+                                        "broker": "BRK"}[req.kind]
 
 
 def test_a_requirement_that_needs_a_fault_to_strike_says_so_with_its_evidence_check():
@@ -43,6 +44,7 @@ def test_a_requirement_that_needs_a_fault_to_strike_says_so_with_its_evidence_ch
 def test_what_applies_to_a_kind_is_its_own_and_the_general_requirements():
     assert ids_for("aggregator") == [f"AGG-{n}" for n in range(1, 7)] + ["GEN-1", "GEN-2", "GEN-3"]
     assert {req.kind for req in requirements("source")} == {"source", "general"}
+    assert [req.id for req in requirements("broker")] == ["BRK-1", "BRK-2"]  # the cluster's, no connector's
     with pytest.raises(ConfigurationError, match="'connector'"):
         requirements("connector")
 

@@ -232,3 +232,24 @@ def test_fencing_is_exercised_only_by_a_frozen_task_that_spark_replaced_and_that
     assert fencing(_evidence([])).valid == "unknown"
     one_of_two = fencing(_evidence(_zombie(replaced=False) + _zombie()))
     assert one_of_two.valid is True and one_of_two.counts == {"freezes": 2, "zombies": 1, "missed": 1}
+
+
+def test_a_failover_fault_whose_effect_was_not_seen_in_metadata_leaves_the_requirement_unknown():
+    seen = _kill("node_kill", node=2, reached=True)
+    unseen = _kill("node_isolate", node=3, reached=False, after=None)
+    assert faults_happened(_evidence([seen]), ("node_kill", "node_isolate")).valid is True
+    found = faults_happened(_evidence([seen, unseen]), ("node_kill", "node_isolate"))
+    assert found.valid == "unknown" and found.counts["unseen"] == 1 and "not seen in metadata" in found.error
+
+
+def test_loss_seen_passes_only_when_the_unsafe_run_lost_acknowledged_records():
+    from streamcert.conformance.evidence import loss_seen
+
+    def run(lost):
+        return RunEvidence([], [], {}, {}, acked_writes={"acknowledged": 900, "lost": lost})
+
+    assert loss_seen(run(412)).valid is True
+    nothing = loss_seen(run(0))
+    assert nothing.valid is False and "did not see the loss" in nothing.error
+    assert loss_seen(run(None)).valid == "unknown"
+    assert loss_seen(RunEvidence([], [], {}, {})).valid == "unknown"

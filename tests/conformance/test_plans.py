@@ -89,3 +89,28 @@ def test_failover_runs_go_on_a_three_broker_cluster_and_aim_at_the_leader_and_th
     # a sink whose output is not Kafka has no Kafka participant to fail over
     assert not [r for r in plan("streamcert-pg-2pc", load_connector("streamcert-pg-2pc"), seed=1)
                 if r.brokers != 1]
+
+
+def test_the_cluster_runs_seed_003_before_any_failover_run_and_when_its_requirements_are_asked_for():
+    from streamcert.conformance.plans import cluster_runs
+
+    both = cluster_runs(1, None, failover_planned=True)
+    assert [(run.connector, run.name, run.judges, run.brokers, run.probe) for run in both] == [
+        ("kafka-cluster", "acked-writes-safe", ("BRK-1",), 3, "acked_writes"),
+        ("kafka-cluster", "acked-writes-unsafe", ("BRK-2",), 3, "acked_writes")]
+    assert dict(both[0].params)["acks"] == "all" and dict(both[1].params)["acks"] == "1"
+    assert dict(dict(both[1].params)["topic_config"])["unclean.leader.election.enable"] == "true"
+    assert cluster_runs(1, None, failover_planned=True) == both and cluster_runs(2, None, True) != both
+    assert cluster_runs(1, None, failover_planned=False) == []  # the quick plan has no failover run
+    # a failover run alone still gets its precondition; the cluster's requirements alone get their runs
+    assert [run.judges for run in cluster_runs(1, {"SNK-7"}, failover_planned=True)] == [("BRK-1",)]
+    assert [run.judges for run in cluster_runs(1, {"BRK-2"}, failover_planned=False)] == [("BRK-2",)]
+    assert cluster_runs(1, {"SNK-1"}, failover_planned=False) == []
+
+
+def test_a_certification_of_the_cluster_requirements_alone_plans_only_the_cluster_runs():
+    from streamcert.conformance.certify import prepare
+
+    certification = prepare(None, ["BRK-1", "brk-2"])
+    assert [run.name for run in certification.runs] == ["acked-writes-safe", "acked-writes-unsafe"]
+    assert certification.cluster_requirements() == ["BRK-1", "BRK-2"]

@@ -50,3 +50,19 @@ def test_a_given_stack_serves_its_broker_count_and_is_never_stopped(fake_environ
         cluster = stacks(3)
         assert cluster.config.brokers == 3 and stacks(1) is given
     assert cluster.stopped
+
+
+def test_a_cluster_cannot_be_had_from_an_external_or_container_provider_and_the_runs_needing_one_are_skipped(
+        fake_environments, monkeypatch):
+    from streamcert.harness.stack import providers
+
+    monkeypatch.setattr(providers, "select_provider", lambda wanted: wanted)
+    with _Stacks("external") as stacks:
+        assert stacks.cannot_start(1) is None
+        assert "external provider gives it no control of the brokers" in stacks.cannot_start(3)
+    with _Stacks("local") as stacks:
+        assert stacks.cannot_start(3) is None
+    given = SimpleNamespace(config=SimpleNamespace(brokers=3))
+    with _Stacks("external", given) as stacks:
+        assert stacks.cannot_start(3) is None  # the caller's own cluster
+    assert fake_environments == []

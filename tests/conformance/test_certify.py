@@ -1,0 +1,87 @@
+"""Verdicts across a certification's runs (streamcert.conformance.certify): seed 003's cluster runs as the
+precondition of the failover runs, and runs a stack cannot have (an external cluster) reported as skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamcert.conformance.certify import _verdicts, prepare
+from streamcert.conformance.evidence import RunEvidence
+from streamcert.conformance.verdicts import JudgedRun
+from streamcert.harness.results import RunResult
+
+OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
+
+
+def _check(name, valid=True, **counts):
+    return {"name": name, "valid": valid, "counts": counts, "violations": [{"id": 7}] if valid is False else [],
+            "error": None}
+
+
+def _judged(certification, name, checks, history, complete=True, acked_writes=None) -> JudgedRun:
+    [planned] = [run for run in certification.runs if run.name == name]
+    result = RunResult(scenario={"options": {}}, seed=1, complete=complete, checks=checks, history=history,
+                       error=None if complete else "RuntimeError: gave up")
+    return JudgedRun(planned, result, RunEvidence(history, [], {}, {}, acked_writes=acked_writes),
+                     Path("runs") / planned.connector / name)
+
+
+def _fault(name, **fields):
+    return {"kind": "fault-start", "time": 1.0, "elapsed_s": 1.0, "fault": name, **fields}
+
+
+_FAILOVER = [_fault("node_kill", node=2, reached=True), _fault("node_isolate", node=3, reached=True)]
+
+
+def _cluster_run(certification, lost: int):
+    checks = [_check("lost", valid=lost == 0, lost=lost, acknowledged=900)]
+    return _judged(certification, "acked-writes-safe", checks, _FAILOVER,
+                   acked_writes={"acknowledged": 900, "lost": lost})
+
+
+def _sink_runs(certification):
+    lost_on_failover = _judged(certification, "failover", [_check("lost", valid=False, lost=3)], _FAILOVER)
+    network_unfinished = _judged(certification, "network", [], [], complete=False)
+    return [lost_on_failover, network_unfinished]
+
+
+def _verdict(verdicts, subject, requirement):
+    return next(v for v in verdicts if v.connector == subject and v.requirement == requirement)
+
+
+def test_a_loss_seen_only_under_failover_counts_when_the_cluster_kept_what_it_acknowledged():
+    certification = prepare(["streamcert-kafka-2pc"], ["SNK-7"])
+    assert [run.name for run in certification.runs] == ["acked-writes-safe", "network", "failover"]
+    verdicts = _verdicts(certification, [_cluster_run(certification, lost=0), *_sink_runs(certification)])
+    assert _verdict(verdicts, "kafka-cluster", "BRK-1").verdict == "pass"
+    assert _verdict(verdicts, "streamcert-kafka-2pc", "SNK-7").verdict == "fail"
+
+
+def test_a_loss_seen_only_under_failover_is_unknown_when_the_cluster_itself_lost_acknowledged_records():
+    certification = prepare(["streamcert-kafka-2pc"], ["SNK-7"])
+    verdicts = _verdicts(certification, [_cluster_run(certification, lost=12), *_sink_runs(certification)])
+    assert _verdict(verdicts, "kafka-cluster", "BRK-1").verdict == "fail"
+    sink = _verdict(verdicts, "streamcert-kafka-2pc", "SNK-7")
+    assert sink.verdict == "unknown" and "whose own BRK-1 run (fail" in sink.reason
+
+
+def test_a_loss_on_one_broker_too_stays_a_failure_whatever_the_cluster_did():
+    certification = prepare(["streamcert-kafka-2pc"], ["SNK-7"])
+    network_lost = _judged(certification, "network", [_check("lost", valid=False, lost=1)], [_fault("latency")])
+    failover_lost = _judged(certification, "failover", [_check("lost", valid=False, lost=3)], _FAILOVER)
+    verdicts = _verdicts(certification, [_cluster_run(certification, lost=12), network_lost, failover_lost])
+    assert _verdict(verdicts, "streamcert-kafka-2pc", "SNK-7").verdict == "fail"
+
+
+def test_runs_the_stack_cannot_have_are_skipped_with_the_reason_never_failed():
+    certification = prepare(["streamcert-kafka-2pc"], ["SNK-7"])
+    why = "needs a local 3-broker cluster; the external provider gives it no control of the brokers"
+    certification.skipped_runs = {("kafka-cluster", "acked-writes-safe"): why,
+                                  ("streamcert-kafka-2pc", "failover"): why}
+    network_lost = _judged(certification, "network", [_check("lost", valid=False, lost=1)], [_fault("latency")])
+    verdicts = _verdicts(certification, [network_lost])
+    cluster = _verdict(verdicts, "kafka-cluster", "BRK-1")
+    assert cluster.verdict == "skip" and "acked-writes-safe: needs a local 3-broker cluster" in cluster.reason
+    sink = _verdict(verdicts, "streamcert-kafka-2pc", "SNK-7")
+    assert sink.verdict == "fail" and "not run here: failover: needs a local" in sink.reason
+    assert sink.evidence["skipped_runs"] == {"failover": why}
