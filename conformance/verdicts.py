@@ -34,7 +34,8 @@ VERDICTS = ("pass", "fail", "skip", "unknown")
 _FIRST = 5
 _FAULT_FIELDS = ("kind", "elapsed_s", "fault", "target", "params", "phase", "in_window", "reached", "aim",
                  "pending_batch", "latest_commit", "delay_ms", "error", "attempt", "moment", "executor_ids",
-                 "busy_workers", "tries", "declared_lost", "lost_tasks", "replaced", "frozen_s", "zombie_ran_s")
+                 "busy_workers", "tries", "declared_lost", "lost_tasks", "replaced", "frozen_s", "zombie_ran_s",
+                 "reason")
 
 
 class Verdict(BaseModel):
@@ -103,7 +104,7 @@ def _counts(counts: dict[str, Any]) -> str:
 
 def _faults(run: JudgedRun) -> list[dict[str, Any]]:
     return [{key: event[key] for key in _FAULT_FIELDS if key in event} for event in run.result.history
-            if event["kind"] in ("fault-start", "fault-stop", "fault-error", "driver-stop")]
+            if event["kind"] in ("fault-start", "fault-stop", "fault-error", "fault-skip", "driver-stop")]
 
 
 def _run_evidence(run: JudgedRun, checks: list[CheckResult]) -> dict[str, Any]:
@@ -124,6 +125,26 @@ def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], plann
                   "not run by --quick: the full certification (without --quick) judges it" if in_full_plan else
                   "no scenario of this version of streamcert exercises it yet")
         return Verdict(connector=name, requirement=requirement.id, verdict="unknown", reason=reason)
+    skipped_faults = _skipped_faults(requirement, runs)
+    if skipped_faults and not any(event.get("fault") in requirement.faults for run in runs
+                                  for event in run.evidence.fault_starts()):
+        return Verdict(connector=name, requirement=requirement.id, verdict="skip",
+                       reason="its faults need control of servers this stack does not have: " + skipped_faults,
+                       evidence={"runs": [_run_evidence(run, []) for run in runs]})
+    verdict = _judge_runs(name, requirement, runs)
+    if skipped_faults:
+        verdict.reason += f" (skipped here: {skipped_faults})"
+    return verdict
+
+
+def _skipped_faults(requirement: Requirement, runs: list[JudgedRun]) -> str:
+    """The requirement's faults that the runs' stack could not carry out, with why (once each)."""
+    reasons = {f"{event.get('fault')}: {event.get('reason')}" for run in runs for event in run.result.history
+               if event["kind"] == "fault-skip" and event.get("fault") in requirement.faults}
+    return "; ".join(sorted(reasons))
+
+
+def _judge_runs(name: str, requirement: Requirement, runs: list[JudgedRun]) -> Verdict:
     failed, unknown, evidence = [], [], []
     for run in runs:
         if not run.result.complete:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault, FaultContext
+from streamcert.harness.faults.base import FaultNotApplicable
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import PROFILES, FaultSpec, parse
 from streamcert.harness.results import ConnectorSummary, RunResult
@@ -451,6 +452,8 @@ def _recorded(history: History, spec: FaultSpec, phase: str, action) -> None:
     """Run a fault's start or stop; an error is recorded in the history, and the checkers judge the outcome."""
     try:
         action()
+    except FaultNotApplicable as exc:
+        history.record("fault-skip", fault=spec.fault, phase=phase, reason=exc.message)
     except Exception as exc:
         history.record("fault-error", fault=spec.fault, phase=phase, error=f"{type(exc).__name__}: {exc}")
 

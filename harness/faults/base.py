@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from streamcert.harness.run.observers.base import Observer
     from streamcert.harness.stack.environment import Environment
 
-__all__ = ["FaultContext", "Fault", "within"]
+__all__ = ["FaultContext", "Fault", "FaultNotApplicable", "within"]
 
 T = TypeVar("T")
 
@@ -46,6 +46,12 @@ class FaultContext:
     observer: Observer | None = None
     #: the run's standalone Spark cluster (master ``standalone``), whose workers a fault may kill
     spark_cluster: Any = None
+
+
+class FaultNotApplicable(ConfigurationError):
+    """The stack cannot carry this fault out: it has no control of the server it acts on (an external provider's
+    brokers and database are the user's). The run records the fault as skipped, and a requirement exercised only
+    by skipped faults is skipped with this reason, never failed."""
 
 
 class Fault(ABC):

@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 from pydantic import Field
 
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.faults.base import Fault, within
+from streamcert.harness.faults.base import Fault, FaultNotApplicable, within
 from streamcert.harness.faults.registry import FaultParams, NoParams, fault_kind
 
 __all__ = ["NodeParams", "IsolateParams", "NodeFault", "IsolateFault", "RollingRestartFault"]
@@ -44,6 +44,10 @@ class _ClusterFault(Fault):
         from streamcert.harness.stack.kafka_cluster import LocalKafkaCluster
 
         kafka = self.environment.kafka
+        if kafka is None:  # the external provider: the user's brokers, no process of ours to act on
+            raise FaultNotApplicable(f"Fault {self.spec.fault!r} acts on one node of a Kafka cluster that streamcert "
+                                     "runs, and this stack's brokers are not its own.",
+                                     hint="Certify with --provider local for the failover faults.")
         if not isinstance(kafka, LocalKafkaCluster):
             raise ConfigurationError(f"Fault {self.spec.fault!r} acts on one node of a Kafka cluster, and this stack "
                                      "has a single broker.",

@@ -9,8 +9,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.faults.base import Fault
+from streamcert.harness.faults.base import Fault, FaultNotApplicable
 from streamcert.harness.faults.registry import fault_kind
 from streamcert.harness.stack.resources import ServerProcess
 
@@ -34,8 +33,9 @@ class _ServerFault(Fault):
     def _controlled(self) -> Any:
         server = self._server()
         if not isinstance(server, ServerProcess):
-            raise ConfigurationError(f"Fault {self.spec.fault!r} needs a server process this environment controls.",
-                                     hint="Use the local or testcontainers provider.")
+            raise FaultNotApplicable(f"Fault {self.spec.fault!r} needs a server process this stack controls, and its "
+                                     f"{self.spec.target} server is not one (the external provider's servers are "
+                                     "the user's).", hint="Use the local or testcontainers provider for it.")
         return server
 
     def _inject(self) -> dict[str, Any]:

@@ -95,3 +95,22 @@ def test_every_run_that_judges_a_requirement_must_pass():
     verdict = judge(_Sink(), requirement("SNK-1"), [good, bad])
     assert verdict.verdict == "fail" and verdict.reason.startswith("rescale:")
     assert [run["scenario"] for run in verdict.evidence["runs"]] == ["driver-kills", "rescale"]
+
+
+def _skip(fault):
+    return {"kind": "fault-skip", "time": 1.0, "fault": fault, "phase": "start",
+            "reason": f"Fault {fault!r} needs a server process this stack controls"}
+
+
+def test_a_requirement_whose_faults_were_all_skipped_by_the_stack_is_skipped_not_failed_or_unknown():
+    history = [_skip("broker_restart"), _skip("database_kill")]
+    verdict = judge(_Sink(), requirement("SNK-7"), [_run([_check(n) for n in OUTPUT], history, name="network")])
+    assert verdict.verdict == "skip" and "broker_restart: Fault 'broker_restart' needs a server" in verdict.reason
+    assert verdict.evidence["runs"][0]["faults"][0]["kind"] == "fault-skip"
+
+
+def test_faults_skipped_beside_faults_that_happened_are_named_in_the_verdict():
+    history = [{"kind": "fault-start", "time": 1.0, "elapsed_s": 1.0, "fault": "latency"}, _skip("broker_restart")]
+    checks = [_check(n) for n in OUTPUT] + [_check("progress")]
+    verdict = judge(_Sink(), requirement("SNK-7"), [_run(checks, history, name="network")])
+    assert verdict.verdict != "skip" and "(skipped here: broker_restart:" in verdict.reason

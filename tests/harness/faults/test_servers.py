@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.base import FaultContext, FaultNotApplicable
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.servers import BrokerFault, DatabaseFault
@@ -149,12 +149,26 @@ def test_a_server_the_environment_does_not_control_is_a_clear_error(server, tmp_
     """An object with a kill method is not enough: the fault needs the whole ServerProcess protocol."""
     fault = build_fault(FaultSpec("broker_kill", "kafka", 0, 1),
                         _context(SimpleNamespace(kafka=server), History(), tmp_path))
-    with pytest.raises(ConfigurationError, match="needs a server process this environment controls"):
+    with pytest.raises(FaultNotApplicable, match="needs a server process this stack controls"):
         fault.start()
 
 
 def test_a_database_the_environment_does_not_control_is_a_clear_error(tmp_path):
     fault = build_fault(FaultSpec("database_kill", "postgres", 0, 1),
                         _context(SimpleNamespace(postgres=None), History(), tmp_path))
-    with pytest.raises(ConfigurationError, match="needs a server process this environment controls"):
+    with pytest.raises(FaultNotApplicable, match="needs a server process this stack controls"):
         fault.start()
+    assert isinstance(FaultNotApplicable("x"), ConfigurationError)  # a user-facing error wherever it escapes
+
+
+def test_a_fault_the_stack_cannot_carry_out_is_recorded_as_skipped_with_its_reason(tmp_path):
+    from streamcert.harness.scenario import _recorded
+
+    history = History()
+    spec = FaultSpec("broker_restart", "kafka", 0, 1)
+    fault = build_fault(spec, _context(SimpleNamespace(kafka=None), history, tmp_path))
+    _recorded(history, spec, "start", fault.start)
+    _recorded(history, spec, "stop", fault.stop)
+    [event] = [e for e in history.events() if e["kind"].startswith("fault-")]
+    assert event["kind"] == "fault-skip" and event["fault"] == "broker_restart"
+    assert "the external provider's servers are the user's" in event["reason"]
