@@ -11,7 +11,9 @@ Runs in the harness's process; the queries run in driver processes of their own.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 import shlex
 import shutil
 import time
@@ -33,7 +35,7 @@ from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
 from streamcert.spi.connector import Connector
 
-__all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "certify", "replay_command"]
+__all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "on_master", "certify", "replay_command"]
 
 _log = logging.getLogger(__name__)
 
@@ -67,8 +69,14 @@ class Certification:
 
 
 def prepare(references: list[str] | None, requirement_ids: list[str] | None = None, *, seed: int = 1,
-            quick: bool = False, strict: bool = True) -> Certification:
-    """Find and check the connectors and requirements; plan the runs. A ConfigurationError on any bad input."""
+            quick: bool = False, strict: bool = True, spark_master: str | None = None) -> Certification:
+    """Find and check the connectors and requirements; plan the runs. A ConfigurationError on any bad input.
+
+    ``spark_master``: run every query there instead of the plan's local masters (:func:`on_master`)."""
+    if spark_master is not None:
+        from streamcert.harness.stack.spark import refuse_unreachable_master, validate_master
+
+        refuse_unreachable_master(validate_master(spark_master))
     references = list(dict.fromkeys(references or REFERENCE_CONNECTORS))
     connectors = {}
     for reference in references:
@@ -94,7 +102,32 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
         certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
     failover = any(run.brokers > 1 for run in certification.runs)
     certification.runs[:0] = cluster_runs(seed, wanted, failover)
+    if spark_master is not None:
+        runs, certification.runs = certification.runs, []
+        for run in runs:
+            moved = on_master(run, spark_master)
+            if isinstance(moved, str):
+                certification.skipped_runs[(run.connector, run.name)] = moved
+            certification.runs.append(run if isinstance(moved, str) else moved)
     return certification
+
+
+def on_master(run: PlannedRun, master: str) -> PlannedRun | str:
+    """``run`` with its query on ``master``, or why it cannot go there.
+
+    A ``local[N,F]`` run's task retries become ``spark.task.maxFailures``; a run that freezes executors of Spark's
+    local cluster (the zombies) cannot move: it needs executor JVMs of its own on this machine."""
+    scenario = run.scenario
+    if scenario is None:
+        return run
+    if scenario.master.startswith("local-cluster"):
+        return (f"freezes executor JVMs of {scenario.master} on this machine, with Spark's heartbeat settings of "
+                f"its own; not on {master}")
+    conf = dict(scenario.spark_conf)
+    retries = re.fullmatch(r"local\[\d+,(\d+)\]", scenario.master)
+    if retries:
+        conf.setdefault("spark.task.maxFailures", retries.group(1))
+    return dataclasses.replace(run, scenario=scenario.model_copy(update={"master": master, "spark_conf": conf}))
 
 
 def replay_command(reference: str, requirement_id: str, seed: int, quick: bool) -> str:
@@ -225,6 +258,8 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
     from streamcert.harness.scenario import run_scenario
 
     for planned in sorted(certification.runs, key=lambda run: run.brokers):
+        if (planned.connector, planned.name) in certification.skipped_runs:
+            continue
         reason = stacks.cannot_start(planned.brokers)
         if reason is not None:
             certification.skipped_runs[(planned.connector, planned.name)] = reason

@@ -171,7 +171,7 @@ def _certify(args: argparse.Namespace) -> int:
 
     wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
-                            strict=not args.no_strict)
+                            strict=not args.no_strict, spark_master=args.spark_master)
     out = _out_folder(args.out)
     command = shlex.join(["streamcert", *args.argv])
     print(f"streamcert certify: {len(certification.connectors)} connector(s), {len(certification.runs)} scenario "
@@ -429,6 +429,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="allow requirements a connector neither claims nor waives (they are skipped)")
     cert.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),
                       help="where the servers come from (default: auto)")
+    cert.add_argument("--spark-master", type=_master, default=None, metavar="MASTER",
+                      help="run every query on this master instead of the plan's local ones: your cluster "
+                           "(spark://host:port) or a standalone cluster streamcert starts per run (standalone); "
+                           "runs and faults that need executors on this machine are then skipped with the reason")
     cert.set_defaults(func=_certify)
 
     report = commands.add_parser("report", help="render a certification's report.html, junit.xml and summary.md "

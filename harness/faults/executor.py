@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from streamcert.harness.errors import ConfigurationError, StartupFailed
-from streamcert.harness.faults.base import Fault, within
+from streamcert.harness.faults.base import Fault, FaultNotApplicable, within
 from streamcert.harness.faults.registry import fault_kind
 from streamcert.harness.run.driver import DRIVER_TOKEN_VAR
 from streamcert.harness.stack.process import processes_with_token
@@ -210,8 +210,22 @@ def sigkill(pid: int, timeout: float = 10.0) -> bool:
     return True
 
 
+#: Seconds a fault waits for an executor of a remote master to show on this machine before it is skipped.
+_REMOTE_EXECUTORS_S = 30.0
+
+
 def strike_wait(driver: Any, probe: Any, what: str, hint: str, timeout: float) -> Any:
-    """Wait for a victim; StartupFailed (the fault was not injected) if the driver exits or time runs out."""
+    """Wait for a victim; StartupFailed (the fault was not injected) if the driver exits or time runs out.
+
+    On a ``spark://`` master the executors may run on other machines: when none of this query's shows here
+    within :data:`_REMOTE_EXECUTORS_S`, the fault cannot be carried out (:class:`FaultNotApplicable`)."""
+    master = str(getattr(getattr(driver, "spec", None), "master", ""))
+    if master.startswith("spark://") and not within(lambda: executor_jvms(driver), what="an executor on this machine",
+                                                     timeout=_REMOTE_EXECUTORS_S):
+        raise FaultNotApplicable(f"No executor of the query runs on this machine (master {master}): streamcert "
+                                 "kills and freezes only processes it can see.",
+                                 hint="Run the executor faults on a local master (the plan's default), or start "
+                                      "the standalone cluster's workers on this machine.")
     return wait_for(probe, what=what, timeout=timeout, hint=f"The fault was not injected. {hint}".strip(),
                     abort=lambda: None if driver.is_running() else f"the driver exited (code {driver.exit_code()})",
                     evidence=driver.tail, error=StartupFailed)

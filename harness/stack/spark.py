@@ -27,8 +27,8 @@ from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 
-__all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "validate_master", "spark_session", "stop_spark",
-           "SparkResource"]
+__all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "validate_master", "refuse_unreachable_master",
+           "spark_session", "stop_spark", "SparkResource"]
 
 DEFAULT_MASTER = "local[2,3]"
 #: The master that asks streamcert to start a standalone cluster of its own (a master and worker JVMs).
@@ -89,7 +89,7 @@ def validate_master(master: str) -> str:
     raise ConfigurationError(f"{master!r} is not a Spark master URL.", hint=_MASTER_HINT)
 
 
-def _refuse_unreachable_master(master: str) -> None:
+def refuse_unreachable_master(master: str) -> None:
     """A standalone master nobody answers at fails at once (Spark itself retries for a minute)."""
     if not master.startswith("spark://"):
         return
@@ -149,7 +149,7 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
 
     config = config or SparkConfig()
     validate_master(config.master)
-    _refuse_unreachable_master(config.master)
+    refuse_unreachable_master(config.master)
     find_java()
     ensure_class_archive()
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -261,7 +261,7 @@ class SparkResource:
         """Refuse a master Spark cannot use or cannot reach, in a second, before anything else starts."""
         validate_master(self.config.master)
         start_up_options(self.config.jit)
-        _refuse_unreachable_master(self.config.master)
+        refuse_unreachable_master(self.config.master)
         if self.config.master == STANDALONE:
             from streamcert.harness.stack.spark_standalone import LocalSparkCluster
 

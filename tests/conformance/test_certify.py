@@ -112,3 +112,22 @@ def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_sett
     isolation = next(e for e in written["acked-writes-safe"]["history"] if e["fault"] == "node_isolate")
     assert isolation["reached"] is True and isolation["after"]["leader"] != isolation["node"]
     assert (tmp_path / "cert" / "report.html").is_file()
+
+
+def test_a_given_master_takes_every_query_and_the_zombie_runs_that_need_a_local_cluster_are_skipped():
+    certification = prepare(["streamcert-pg-2pc"], None, quick=True, spark_master="standalone")
+    masters = {run.name: run.scenario.master for run in certification.runs}
+    assert masters.pop("zombies") == "local-cluster[3,1,1024]" and set(masters.values()) == {"standalone"}
+    tasks = next(run for run in certification.runs if run.name == "task-failures")
+    assert tasks.scenario.spark_conf["spark.task.maxFailures"] == "4"  # local[2,4]'s retries, kept
+    assert "freezes executor JVMs of local-cluster[3,1,1024]" in certification.skipped_runs[
+        ("streamcert-pg-2pc", "zombies")]
+    verdicts = _verdicts(certification, [])
+    assert _verdict(verdicts, "streamcert-pg-2pc", "SNK-6").verdict == "skip"
+
+
+def test_a_master_that_does_not_answer_is_refused_before_anything_starts():
+    from streamcert.harness.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="No Spark master answers at spark://127.0.0.1:1"):
+        prepare(["streamcert-pg-2pc"], None, quick=True, spark_master="spark://127.0.0.1:1")

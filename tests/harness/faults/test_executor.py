@@ -248,3 +248,14 @@ def test_a_worker_blocked_reading_its_first_socket_is_idle_and_a_sleeping_one_is
         ours.close()
         theirs.close()
 
+
+
+def test_an_executor_fault_on_a_remote_master_whose_executors_are_elsewhere_is_skipped_not_failed(monkeypatch):
+    from streamcert.harness.faults import executor as module
+    from streamcert.harness.faults.base import FaultNotApplicable
+
+    monkeypatch.setattr(module, "_REMOTE_EXECUTORS_S", 0.3)
+    monkeypatch.setattr(module, "executor_jvms", lambda driver: {})
+    driver = SimpleNamespace(spec=SimpleNamespace(master="spark://10.0.0.5:7077"), is_running=lambda: True)
+    with pytest.raises(FaultNotApplicable, match="No executor of the query runs on this machine"):
+        module.strike_wait(driver, lambda: None, "Python worker", "", timeout=1)
