@@ -253,3 +253,8 @@ def test_loss_seen_passes_only_when_the_unsafe_run_lost_acknowledged_records():
     assert nothing.valid is False and "did not see the loss" in nothing.error
     assert loss_seen(run(None)).valid == "unknown"
     assert loss_seen(RunEvidence([], [], {}, {})).valid == "unknown"
+
+
+def test_a_kill_point_that_was_not_reached_does_not_spoil_a_requirement_that_judges_the_output_whatever_the_moment():
+    missed_point = _kill("driver_kill_at", params={"point": "sink.after-commit"}, reached=False)
+    assert faults_happened(_evidence([_kill("driver_kill"), missed_point]), ("driver_kill", "driver_kill_at")).valid
