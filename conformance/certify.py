@@ -292,20 +292,29 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
             on_run("done", planned, run_result)
 
 
-def _probe_options(env: Any, planned: PlannedRun, connector: Connector, folder: Path,
-                   seed: int) -> tuple[RunResult, RunEvidence]:
-    """GEN-2's probe as a run: its outcomes are the evidence; ``results.json`` of the folder keeps them."""
-    result = RunResult(scenario=planned.scenario.as_dict(), seed=seed, started_at=time.time())
-    cases: list[dict[str, Any]] | None = None
+def _as_run(scenario: dict[str, Any], seed: int, folder: Path, work: Callable[[RunResult], None]) -> RunResult:
+    """A probe as a run: ``work`` fills the result in; its error is kept there (the verdict says the run failed,
+    the certification goes on); ``results.json`` of the folder keeps it."""
+    result = RunResult(scenario=scenario, seed=seed, started_at=time.time())
     try:
-        cases = probe_options(env, planned.scenario, connector.kind, cases_of(connector), folder)
-        result.metrics["option_cases"] = cases
+        work(result)
         result.complete = True
-    except Exception as exc:  # noqa: BLE001 - the verdict says the probe failed; the certification goes on
+    except Exception as exc:  # noqa: BLE001 - see above
         result.error = f"{type(exc).__name__}: {exc}"
     result.duration_s = round(time.time() - result.started_at, 3)
     result.save(folder / "results.json")
-    return result, RunEvidence(result.history, [], {}, {}, option_cases=cases)
+    return result
+
+
+def _probe_options(env: Any, planned: PlannedRun, connector: Connector, folder: Path,
+                   seed: int) -> tuple[RunResult, RunEvidence]:
+    """GEN-2's probe as a run: its outcomes are the evidence."""
+    def probe(result: RunResult) -> None:
+        result.metrics["option_cases"] = probe_options(env, planned.scenario, connector.kind, cases_of(connector),
+                                                       folder)
+
+    result = _as_run(planned.scenario.as_dict(), seed, folder, probe)
+    return result, RunEvidence(result.history, [], {}, {}, option_cases=result.metrics.get("option_cases"))
 
 
 def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> tuple[RunResult, RunEvidence]:
@@ -316,22 +325,17 @@ def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> tup
 
     params = dict(planned.params)
     config = dict(params.get("topic_config", ()))
-    result = RunResult(scenario={"name": planned.name, "probe": "acked_writes", "acks": params.get("acks"),
-                                 "topic_config": config, "isolated_s": params.get("isolated_s")},
-                       seed=seed, started_at=time.time())
-    found = None
-    try:
+
+    def write(result: RunResult) -> None:
         writes = acknowledged_writes(env.kafka, f"brk-{planned.name}-{uuid.uuid4().hex[:8]}", str(params["acks"]),
                                      config, isolated_s=float(params["isolated_s"]))
-        found = writes.as_dict()
-        result.history, result.checks, result.metrics["acked_writes"] = writes.history, [writes.lost.to_dict()], found
-        result.valid = writes.lost.valid
-        result.complete = True
-    except Exception as exc:  # noqa: BLE001 - the verdict says the run failed; the certification goes on
-        result.error = f"{type(exc).__name__}: {exc}"
-    result.duration_s = round(time.time() - result.started_at, 3)
-    result.save(folder / "results.json")
-    return result, RunEvidence(result.history, [], {}, {}, acked_writes=found)
+        result.history, result.checks = writes.history, [writes.lost.to_dict()]
+        result.metrics["acked_writes"], result.valid = writes.as_dict(), writes.lost.valid
+
+    scenario = {"name": planned.name, "probe": "acked_writes", "acks": params.get("acks"), "topic_config": config,
+                "isolated_s": params.get("isolated_s")}
+    result = _as_run(scenario, seed, folder, write)
+    return result, RunEvidence(result.history, [], {}, {}, acked_writes=result.metrics.get("acked_writes"))
 
 
 def _probe(run_result: RunResult, env: Any):
