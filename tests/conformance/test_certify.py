@@ -131,3 +131,24 @@ def test_a_master_that_does_not_answer_is_refused_before_anything_starts():
 
     with pytest.raises(ConfigurationError, match="No Spark master answers at spark://127.0.0.1:1"):
         prepare(["streamcert-pg-2pc"], None, quick=True, spark_master="spark://127.0.0.1:1")
+
+
+@pytest.mark.integration
+@pytest.mark.slow  # a quick certification run on a user's spark:// master; ~3 min
+def test_a_sink_is_certified_on_a_given_spark_master_with_its_python_workers_killed_there(stack, tmp_path):
+    """`certify --spark-master spark://...`: the task-failures run goes to the user's standalone cluster (whose
+    workers run here), python_worker_kill finds the query's workers under its executors (the driver's token went
+    with them), Spark retries the tasks, and SNK-2 passes; the zombie run, which needs Spark's local cluster, is
+    skipped."""
+    from streamcert.conformance.certify import certify
+    from streamcert.harness.stack.spark_standalone import LocalSparkCluster
+
+    with LocalSparkCluster(tmp_path / "spark", workers=2, memory_mb=1024) as spark:
+        certification = prepare(["streamcert-pg-2pc"], ["SNK-2", "SNK-6"], quick=True, spark_master=spark.url)
+        result = certify(certification, tmp_path / "cert", environment=stack)
+    tasks = _verdict(result.verdicts, "streamcert-pg-2pc", "SNK-2")
+    assert tasks.verdict == "pass", tasks.reason
+    kills = [f for run in tasks.evidence["runs"] for f in run["faults"] if f["fault"] == "python_worker_kill"
+             and f["kind"] == "fault-start"]
+    assert kills and all(kill.get("pid") for kill in kills)
+    assert _verdict(result.verdicts, "streamcert-pg-2pc", "SNK-6").verdict == "skip"
