@@ -77,9 +77,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     requirement_id = getattr(metafunc.function, REQUIREMENT_ATTRIBUTE, None)
     if requirement_id is None:
         return
-    from streamcert.conformance.catalogue import ids_for
+    from streamcert.conformance.catalogue import CLUSTER_SUBJECT, ids_for
 
     certification = _plan(metafunc.config)
+    if requirement_id in certification.cluster_requirements():  # the cluster under the failover runs (BRK)
+        metafunc.parametrize("streamcert_connector", [CLUSTER_SUBJECT], ids=[CLUSTER_SUBJECT])
+        return
     references = [ref for ref, connector in certification.connectors.items()
                   if requirement_id in ids_for(connector.kind)]
     metafunc.parametrize("streamcert_connector", references, ids=[certification.connectors[r].name

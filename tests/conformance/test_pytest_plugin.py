@@ -27,6 +27,12 @@ def fake_certify(certification, out, **settings):
             result.verdicts.append(Verdict(connector=connector.name, requirement=req.id, verdict=verdict,
                                            reason=f"{req.id} was {verdict} here",
                                            evidence={"replay": f"streamcert certify --requirements {req.id}"}))
+    for req_id in certification.cluster_requirements():
+        result.verdicts.append(Verdict(connector="kafka-cluster", requirement=req_id, verdict="pass",
+                                       reason=f"{req_id} was pass here"))
+    if certification.cluster_requirements():
+        result.declarations["kafka-cluster"] = ConnectorSummary(reference="kafka-cluster", name="kafka-cluster",
+                                                                kind="broker")
     return result
 
 
@@ -43,15 +49,18 @@ def _run(pytester, *args):
 def test_one_case_per_requirement_and_connector_with_the_verdict_as_outcome(pytester):
     result = _run(pytester, "--streamcert-connector", "streamcert-pg-2pc", "--streamcert-connector",
                   "streamcert-kafka", "-rs")
-    sink, source = len(ids_for("sink")), len(ids_for("source"))
+    # and the cluster's own requirements, which the source's failover run brings in (BRK-1, BRK-2)
+    sink, source, cluster = len(ids_for("sink")), len(ids_for("source")), len(ids_for("broker"))
     outcomes = result.parseoutcomes()
     # SNK-2 fails, SNK-3 unknown fails; SRC-11 skipped with the connector's reason
-    assert outcomes["failed"] == 2 and outcomes["skipped"] == 1 and outcomes["passed"] == sink + source - 3
+    assert outcomes["failed"] == 2 and outcomes["skipped"] == 1
+    assert outcomes["passed"] == sink + source + cluster - 3
     result.stdout.fnmatch_lines(["*SRC-11 was skip here*"])
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     names = {case.get("name"): case for case in cases}
-    assert len(names) == sink + source
+    assert len(names) == sink + source + cluster
     assert "test_SNK_1[streamcert-pg-2pc]" in names and "test_SRC_1[streamcert-kafka]" in names
+    assert "test_BRK_1[kafka-cluster]" in names and "test_BRK_2[kafka-cluster]" in names
     unknown = names["test_SNK_3[streamcert-pg-2pc]"].find("failure")
     assert unknown is not None and "UNKNOWN (not a pass)" in unknown.get("message")
     failed = names["test_SNK_2[streamcert-pg-2pc]"].find("failure")
