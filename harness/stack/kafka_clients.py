@@ -41,7 +41,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: Mappin
     places them, with its default replication factor)."""
     admin = _admin(bootstrap)  # keep a reference: a collected client fails its pending futures
     if replicas:
-        new = NewTopic(topic, replica_assignment=[list(replicas)] * partitions, config=dict(config or {}))
+        # librdkafka wants the real partition count beside an assignment (-1 is "the broker's default")
+        new = NewTopic(topic, partitions, -1, replica_assignment=[list(replicas)] * partitions,
+                       config=dict(config or {}))
     else:
         # Replication factor -1: the cluster's default.replication.factor (1 on one broker, 3 on a cluster).
         new = NewTopic(topic, partitions, -1, config=dict(config or {}))
