@@ -61,6 +61,11 @@ class PlannedRun:
     params: tuple[tuple[str, object], ...] = ()
 
 
+#: Records per second of a failover run's input: 2,400 records arrive over 80 s, through all three failover faults
+#: (about 30 s with their gaps); as fast as possible, a source read everything before the second one struck.
+_FAILOVER_RATE = 30.0
+
+
 def _failover(rng: random.Random) -> list[FaultSpec]:
     """Seed 003's faults on a 3-broker cluster: the input's partition leader killed, then cut off from its peers,
     then the active controller killed; each picked when it strikes and proven by metadata (else the verdict is
@@ -173,7 +178,8 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
     rng = _rng(seed, connector, "failover")
     runs.append(PlannedRun(ref, "failover", ("SRC-8",), Scenario(
         name=f"{connector.name}-failover", source=ref, sink=SINK_PARTNER, parallelism=2,
-        options={"max_records_per_batch": 100}, workload=_workload(rng, 2400), schedule=_failover(rng),
+        options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
+        schedule=_failover(rng),
         faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     return runs
 
@@ -230,7 +236,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
         rng = _rng(seed, connector, "failover")
         runs.append(PlannedRun(ref, "failover", ("SNK-7",), Scenario(
             name=f"{connector.name}-failover", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400), schedule=_failover(rng),
+            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
+            schedule=_failover(rng),
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     rng = _rng(seed, connector, "rescale")
     runs.append(PlannedRun(ref, "rescale", ("SNK-8",), Scenario(
