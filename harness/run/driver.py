@@ -276,12 +276,7 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
         def onQueryTerminated(self, event) -> None:
             emit("terminated", error=event.exception)
 
-    # Executors a cluster manager launches (a standalone worker's) do not inherit the driver's environment: the
-    # token goes with them so that executor faults find this query's executors and Python workers on this machine
-    # (and the fault points' folder, which the connectors' tasks look at).
-    conf = {**{f"spark.executorEnv.{name}": os.environ[name] for name in (DRIVER_TOKEN_VAR, POINTS_DIR_VAR)
-               if os.environ.get(name)}, **spec.spark_conf}
-    spark = spark_session(SparkConfig(master=spec.master, conf=conf, packages=spec.packages,
+    spark = spark_session(SparkConfig(master=spec.master, conf=spec.spark_conf, packages=spec.packages,
                                       app_name=f"streamcert-driver-{attempt}"))
     spark.streams.addListener(_Reporter())
     stopping = threading.Event()

@@ -91,6 +91,20 @@ def test_runs_the_stack_cannot_have_are_skipped_with_the_reason_never_failed():
     assert sink.evidence["skipped_runs"] == {"failover": why}
 
 
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory):
+    """A 3-node cluster of this module's own, stopped when its tests end: the session's one (tests/conftest.py)
+    would otherwise idle through every later test of the run (three JVMs), and the zombie runs of the mutants are
+    sensitive to that load."""
+    from streamcert.harness.stack.kafka_cluster import LocalKafkaCluster
+    from streamcert.harness.stack.toxiproxy import LocalToxiproxy
+
+    folder = tmp_path_factory.mktemp("certify-cluster")
+    with LocalToxiproxy(folder / "toxiproxy") as toxiproxy, \
+            LocalKafkaCluster(folder / "kafka", toxiproxy.api, nodes=3, heap_mb=256) as cluster:
+        yield cluster
+
+
 @pytest.mark.integration
 def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_settings_lose_it(kafka_cluster, tmp_path):
     """BRK-1 and BRK-2 end to end on the session's 3-node cluster, as `streamcert certify --requirements BRK-1
@@ -131,24 +145,3 @@ def test_a_master_that_does_not_answer_is_refused_before_anything_starts():
 
     with pytest.raises(ConfigurationError, match="No Spark master answers at spark://127.0.0.1:1"):
         prepare(["streamcert-pg-2pc"], None, quick=True, spark_master="spark://127.0.0.1:1")
-
-
-@pytest.mark.integration
-@pytest.mark.slow  # a quick certification run on a user's spark:// master; ~3 min
-def test_a_sink_is_certified_on_a_given_spark_master_with_its_python_workers_killed_there(stack, tmp_path):
-    """`certify --spark-master spark://...`: the task-failures run goes to the user's standalone cluster (whose
-    workers run here), python_worker_kill finds the query's workers under its executors (the driver's token went
-    with them), Spark retries the tasks, and SNK-2 passes; the zombie run, which needs Spark's local cluster, is
-    skipped."""
-    from streamcert.conformance.certify import certify
-    from streamcert.harness.stack.spark_standalone import LocalSparkCluster
-
-    with LocalSparkCluster(tmp_path / "spark", workers=2, memory_mb=1024) as spark:
-        certification = prepare(["streamcert-pg-2pc"], ["SNK-2", "SNK-6"], quick=True, spark_master=spark.url)
-        result = certify(certification, tmp_path / "cert", environment=stack)
-    tasks = _verdict(result.verdicts, "streamcert-pg-2pc", "SNK-2")
-    assert tasks.verdict == "pass", tasks.reason
-    kills = [f for run in tasks.evidence["runs"] for f in run["faults"] if f.get("fault") == "python_worker_kill"
-             and f["kind"] == "fault-start"]
-    assert kills and all(kill.get("busy_workers") for kill in kills)  # workers of its executors, seen here
-    assert _verdict(result.verdicts, "streamcert-pg-2pc", "SNK-6").verdict == "skip"
