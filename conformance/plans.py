@@ -25,9 +25,11 @@ from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.zombie import ZOMBIE_SPARK_CONF
 from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.scenario import Scenario
+from streamcert.harness.stack.kafka_clients import TopicSettings
 from streamcert.spi.connector import Connector
 
-__all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "ACKED_WRITES", "plan", "cluster_runs", "judged_by"]
+__all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "ACKED_WRITES", "SAFE_TOPICS", "plan", "cluster_runs",
+           "judged_by"]
 
 #: The exactly-once sink a source under test writes into.
 SINK_PARTNER = "spark-files"
@@ -64,6 +66,10 @@ class PlannedRun:
 #: Records per second of a failover run's input: 2,400 records arrive over 80 s, through all three failover faults
 #: (about 30 s with their gaps); as fast as possible, a source read everything before the second one struck.
 _FAILOVER_RATE = 30.0
+
+
+#: Seed 003's safe settings, spelled out in the failover scenarios (they are also the 3-broker cluster's defaults)
+SAFE_TOPICS = TopicSettings(replication_factor=3, min_insync_replicas=2, unclean_leader_election=False)
 
 
 def _failover(rng: random.Random) -> list[FaultSpec]:
@@ -179,7 +185,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
     runs.append(PlannedRun(ref, "failover", ("SRC-8",), Scenario(
         name=f"{connector.name}-failover", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
-        schedule=_failover(rng),
+        schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
         faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     return runs
 
@@ -237,7 +243,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
         runs.append(PlannedRun(ref, "failover", ("SNK-7",), Scenario(
             name=f"{connector.name}-failover", source=SOURCE_PARTNER, sink=ref, parallelism=2,
             options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
-            schedule=_failover(rng),
+            schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     rng = _rng(seed, connector, "rescale")
     runs.append(PlannedRun(ref, "rescale", ("SNK-8",), Scenario(

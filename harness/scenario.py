@@ -45,7 +45,7 @@ from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.settle import Settling, wait_until_seen
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
 from streamcert.harness.stack.install import ensure_jars
-from streamcert.harness.stack.kafka_clients import create_topic
+from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids, create_topic
 from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
@@ -90,6 +90,12 @@ class Scenario(BaseModel):
     kafka_path: Literal["proxy", "direct"] = Field("proxy", description="how the query and the harness reach Kafka: "
                                                    "through Toxiproxy (network faults reach them) or straight to "
                                                    "the broker (the proxy's own cost, measured)")
+    brokers: int | None = Field(None, ge=1, description="Kafka brokers the run needs (3: a cluster, for leader "
+                                                        "failover), checked against the stack when the run starts; "
+                                                        "none: any")
+    topics: TopicSettings = Field(default_factory=TopicSettings,
+                                  description="replication factor, min.insync.replicas and unclean leader election "
+                                              "of the run's input and output topics; unset: the cluster's defaults")
     output_partitions: int | None = Field(None, ge=1, description="partitions of the output (a Kafka topic's); "
                                                                   "none: what the sink declares")
     quiet_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
@@ -194,6 +200,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         raise ConfigurationError(f"The run folder {workdir} holds an earlier run (its checkpoint or results.json).",
                                  hint="Give each run a folder of its own: a query would resume from the old "
                                  "checkpoint and the old output would be judged.")
+    brokers = _check_brokers(scenario, _bootstrap(env, scenario))  # refused before anything starts
     result = RunResult(scenario=scenario.as_dict(), seed=scenario.workload.seed, started_at=time.time())
     run = _Run()
     try:
@@ -206,8 +213,11 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         context = _context(env, scenario, output_kind, workdir)
         result.context = context.to_dict()
         result.output = {"kind": sink.output_kind, "name": context.output}
-        create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
-        run.observer = output_kind(_output_target(env, sink.output_kind, context),
+        if brokers is not None:
+            result.context["brokers"] = brokers
+        create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions,
+                     settings=scenario.topics)
+        run.observer = output_kind(_output_target(env, sink.output_kind, context, scenario.topics),
                                    unpack=(aggregator or sink).unpack_output)
         run.observer.prepare(scenario.output_partitions or sink.output_partitions)
         run.observer.start()
@@ -283,33 +293,66 @@ def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryCon
     sink = connectors[1]
     output_kind = observer_class(sink.output_kind)
     context = _context(env, scenario, output_kind, workdir)
-    create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions)
-    output_kind(OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn)
+    _check_brokers(scenario, context.bootstrap_servers)
+    create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions,
+                 settings=scenario.topics)
+    output_kind(OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn,
+                             topic_settings=scenario.topics)
                 ).prepare(scenario.output_partitions or sink.output_partitions)
     # The probe's queries never run a batch: a standalone run's options are probed on a local master.
     master = DEFAULT_MASTER if scenario.master == STANDALONE else None
     return context, _driver(env, scenario, context, connectors, workdir, master=master).spec
 
 
-def _output_target(env: Any, kind: str, context: QueryContext) -> OutputTarget:
+def _output_target(env: Any, kind: str, context: QueryContext, topics: TopicSettings) -> OutputTarget:
     """Where the observer reads: through the proxy like the query, its visible marks straight from the server."""
     endpoints = env.endpoints
     mark = {"kafka": endpoints.kafka_direct_bootstrap, "postgres": endpoints.postgres_direct_dsn}.get(kind)
-    return OutputTarget(kind, context.output, context.bootstrap_servers, context.postgres_dsn, mark_address=mark)
+    return OutputTarget(kind, context.output, context.bootstrap_servers, context.postgres_dsn, mark_address=mark,
+                        topic_settings=topics)
+
+
+def _check_brokers(scenario: Scenario, bootstrap: str) -> int | None:
+    """The stack's broker count when the scenario asks for a cluster size or a replication factor (None
+    otherwise); a ConfigurationError when the stack does not fit them."""
+    topics = scenario.topics
+    wanted = max(topics.replication_factor or 0, topics.min_insync_replicas or 0)
+    if scenario.brokers is None and not wanted:
+        return None
+    found = broker_ids(bootstrap)
+    if scenario.brokers is not None and len(found) != scenario.brokers:
+        raise ConfigurationError(
+            f"Scenario {scenario.name!r} needs {scenario.brokers} Kafka broker(s); the stack's Kafka at {bootstrap} "
+            f"lists {len(found)} (ids {found}).",
+            hint=f"Start the stack with that many: `streamcert env up --brokers {scenario.brokers}`, "
+                 f"EnvironmentConfig(brokers={scenario.brokers}) (local provider), or leave the scenario's brokers "
+                 "unset to run on any.")
+    if wanted > len(found):
+        raise ConfigurationError(
+            f"Scenario {scenario.name!r} asks for topics with replication factor {topics.replication_factor} and "
+            f"min.insync.replicas {topics.min_insync_replicas}; the stack's Kafka at {bootstrap} lists "
+            f"{len(found)} broker(s), so {wanted} replicas cannot exist.",
+            hint=f"Start the stack with --brokers {wanted} or more, or lower the scenario's topics settings.")
+    return len(found)
 
 
 def _context(env: Any, scenario: Scenario, output_kind: type[Observer], workdir: Path) -> QueryContext:
     run_id = uuid.uuid4().hex[:8]
     stem = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:40] or "scenario"
     endpoints = env.endpoints
+    return QueryContext(bootstrap_servers=_bootstrap(env, scenario), input_topic=f"{stem}-in-{run_id}",
+                        output=output_kind.output_name(stem, run_id, workdir), checkpoint=str(workdir / "checkpoint"),
+                        run_id=run_id, postgres_dsn=endpoints.postgres_dsn, parallelism=scenario.parallelism,
+                        options=dict(scenario.options))
+
+
+def _bootstrap(env: Any, scenario: Scenario) -> str:
+    endpoints = env.endpoints
     bootstrap = endpoints.kafka_direct_bootstrap if scenario.kafka_path == "direct" else endpoints.bootstrap_servers
     if not bootstrap:
         raise ConfigurationError(f"Scenario {scenario.name!r} asks for Kafka {scenario.kafka_path}, and this stack "
                                  "has no such address.", hint="Use kafka_path='proxy' on this provider.")
-    return QueryContext(bootstrap_servers=bootstrap, input_topic=f"{stem}-in-{run_id}",
-                        output=output_kind.output_name(stem, run_id, workdir), checkpoint=str(workdir / "checkpoint"),
-                        run_id=run_id, postgres_dsn=endpoints.postgres_dsn, parallelism=scenario.parallelism,
-                        options=dict(scenario.options))
+    return bootstrap
 
 
 def _standalone_cluster(env: Any, scenario: Scenario, workdir: Path) -> Any:

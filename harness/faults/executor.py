@@ -3,7 +3,8 @@ that throws, an executor JVM killed. Spark must retry the task (``local[N,F]``, 
 executor (``local-cluster[W,C,MB]``) and the sink must still see every record exactly once.
 
 The kills find their victims among the processes of the driver's current attempt (they carry its
-:data:`~streamcert.harness.run.driver.DRIVER_TOKEN_VAR`), read with psutil. The task exception is opt-in: a query
+:data:`~streamcert.harness.run.driver.DRIVER_TOKEN_VAR`; a standalone worker's executors, which do not, are known
+by the driver address they connect to), read with psutil. The task exception is opt-in: a query
 builder puts :func:`failure_point` in its plan, which reaches the SPI fault point :data:`TASK_EXCEPTION_POINT` in
 every task, and :class:`TaskException` arms that point to fail; exactly one task claims it. Each fault records
 ``fault-start`` / ``fault-stop`` in the run's history, with what it hit.
@@ -130,18 +131,58 @@ def _is_task_worker(pid: int, argv: list[str]) -> bool:
 
 def python_task_workers(driver: Any) -> list[int]:
     """Pids of the Python workers that run tasks for the driver's current attempt (in executors or local mode)."""
-    pids = processes_with_token(_driver_token(driver), DRIVER_TOKEN_VAR)
-    return [pid for pid in pids if _is_task_worker(pid, _argv(pid))]
+    pids = set(processes_with_token(_driver_token(driver), DRIVER_TOKEN_VAR))
+    for jvm in _executors_by_driver_url(driver).values():
+        pids.update(_descendants(jvm))
+    return sorted(pid for pid in pids if _is_task_worker(pid, _argv(pid)))
 
 
 def executor_jvms(driver: Any) -> dict[str, int]:
-    """Executor id -> pid of the executor JVMs of the driver's current attempt (none in local mode)."""
+    """Executor id -> pid of the executor JVMs of the driver's current attempt (none in local mode).
+
+    Executors the driver's own JVM forks (``local-cluster``) carry its token; those a standalone worker launches
+    do not (they get the worker's environment), and are known by the driver address they connect to."""
     found = {}
     for pid in processes_with_token(_driver_token(driver), DRIVER_TOKEN_VAR):
         argv = _argv(pid)
         if _EXECUTOR_CLASS in argv and "--executor-id" in argv[:-1]:
             found[argv[argv.index("--executor-id") + 1]] = pid
-    return found
+    return {**_executors_by_driver_url(driver), **found}
+
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports ``pid`` and its descendants listen on (the driver's JVM is a child of its Python process)."""
+    ports: set[int] = set()
+    for each in (pid, *_descendants(pid)):
+        try:
+            connections = psutil.Process(each).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        ports.update(c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN and c.laddr)
+    return ports
+
+
+def _executors_by_driver_url(driver: Any) -> dict[str, int]:
+    """Executor id -> pid of the executor JVMs on this machine whose ``--driver-url`` is a port the driver's current
+    attempt listens on: a standalone worker's executors of this query."""
+    candidates = {}
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if _EXECUTOR_CLASS in argv and "--driver-url" in argv[:-1] and "--executor-id" in argv[:-1]:
+            port = argv[argv.index("--driver-url") + 1].rpartition(":")[2]
+            if port.isdigit():
+                candidates[argv[argv.index("--executor-id") + 1]] = (process.pid, int(port))
+    if not candidates or driver.pid is None:
+        return {}
+    ports = _listening_ports(driver.pid)
+    return {executor: pid for executor, (pid, port) in candidates.items() if port in ports}
 
 
 def _jvm_socket_fd(pid: int) -> int | None:

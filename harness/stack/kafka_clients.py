@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -16,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from streamcert.harness.waiting import retry, wait_for
 
-__all__ = ["client_conf", "create_topic", "add_partitions", "produce", "end_offsets", "read_topic"]
+__all__ = ["client_conf", "TopicSettings", "create_topic", "broker_ids", "add_partitions", "produce", "end_offsets",
+           "read_topic"]
 
 #: librdkafka's own log lines (connection refused while a fault is active, ...) go here, not to stderr.
 LIBRDKAFKA_LOGGER = logging.getLogger("streamcert.librdkafka")
@@ -33,20 +35,56 @@ def _admin(bootstrap: str) -> AdminClient:
     return AdminClient(client_conf(bootstrap, **{"socket.timeout.ms": 5000}))
 
 
+@dataclass(frozen=True)
+class TopicSettings:
+    """A topic's durability settings; None keeps the cluster's default (replication factor 3, min ISR 2, no unclean
+    election on a cluster of three; 1, 1, no on one broker). Seed 003's unsafe run is ``TopicSettings(
+    min_insync_replicas=1, unclean_leader_election=True)`` with a producer on ``acks=1``."""
+
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
+    unclean_leader_election: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("replication_factor", "min_insync_replicas"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (got {value})")
+        if None not in (self.replication_factor, self.min_insync_replicas) and \
+                self.min_insync_replicas > self.replication_factor:
+            raise ValueError(f"min_insync_replicas {self.min_insync_replicas} exceeds replication_factor "
+                             f"{self.replication_factor}: no write could ever be acknowledged with acks=all")
+
+    def config(self) -> dict[str, str]:
+        """The topic-level configuration these settings give (only what differs from the cluster's defaults)."""
+        config = {}
+        if self.min_insync_replicas is not None:
+            config["min.insync.replicas"] = str(self.min_insync_replicas)
+        if self.unclean_leader_election is not None:
+            config["unclean.leader.election.enable"] = str(self.unclean_leader_election).lower()
+        return config
+
+    def is_default(self) -> bool:
+        return self == TopicSettings()
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: Mapping[str, str] | None = None,
-                 timeout: float = 30.0, replicas: Sequence[int] | None = None) -> None:
+                 timeout: float = 30.0, replicas: Sequence[int] | None = None,
+                 settings: TopicSettings | None = None) -> None:
     """Create ``topic`` (no error if it exists with the same name) and wait until it has a leader.
 
     ``replicas``: the brokers holding every partition, the first one its preferred leader (otherwise the cluster
-    places them, with its default replication factor)."""
+    places them, with ``settings``' replication factor or its default one); ``settings``' configuration is added to
+    ``config``."""
     admin = _admin(bootstrap)  # keep a reference: a collected client fails its pending futures
+    settings = settings or TopicSettings()
+    config = {**(config or {}), **settings.config()}
     if replicas:
         # librdkafka wants the real partition count beside an assignment (-1 is "the broker's default")
-        new = NewTopic(topic, partitions, -1, replica_assignment=[list(replicas)] * partitions,
-                       config=dict(config or {}))
+        new = NewTopic(topic, partitions, -1, replica_assignment=[list(replicas)] * partitions, config=config)
     else:
         # Replication factor -1: the cluster's default.replication.factor (1 on one broker, 3 on a cluster).
-        new = NewTopic(topic, partitions, -1, config=dict(config or {}))
+        new = NewTopic(topic, partitions, settings.replication_factor or -1, config=config)
     futures = admin.create_topics([new], request_timeout=timeout)
     try:
         futures[topic].result(timeout=timeout)
@@ -54,6 +92,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: Mappin
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
     _wait_for_leaders(bootstrap, topic, partitions, timeout)
+
+
+def broker_ids(bootstrap: str, timeout: float = 10.0) -> list[int]:
+    """The ids of the brokers the cluster's metadata lists (alive ones: a killed broker leaves the list)."""
+    return sorted(_admin(bootstrap).list_topics(timeout=timeout).brokers)
 
 
 def add_partitions(bootstrap: str, topic: str, total: int, timeout: float = 30.0) -> None:

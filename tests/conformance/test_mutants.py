@@ -58,3 +58,14 @@ def test_each_mutant_fails_exactly_the_requirements_its_bug_breaks(mutant, tidy_
     assert result.complete and set(verdicts) == set(mutant.requirements), seen
     assert {req for req, v in verdicts.items() if v.verdict == "fail"} == set(mutant.breaks), seen
     assert {req for req in mutant.keeps if verdicts[req].verdict == "pass"} == set(mutant.keeps), seen
+    # caught by its bug, not because it cannot run at all: every judged run delivered records
+    for req in mutant.breaks:
+        for run in verdicts[req].evidence["runs"]:
+            assert not _cannot_run(run), (req, run["scenario"], run["error"], run["checks"][:1])
+
+
+def _cannot_run(run: dict) -> bool:
+    """A run in which the connector delivered nothing it owed (it crashed on every batch, say)."""
+    delivered = [check["counts"]["delivered"] for check in run["checks"]
+                 if check["name"] == "lost" and check["counts"].get("acknowledged")]
+    return bool(delivered) and max(delivered) == 0

@@ -4,7 +4,7 @@ reach a connector without fault points; only claimed requirements are planned.""
 from __future__ import annotations
 
 from streamcert.conformance.catalogue import ids_for
-from streamcert.conformance.plans import plan
+from streamcert.conformance.plans import SAFE_TOPICS, plan
 from streamcert.harness.faults.schedule import dumps
 from streamcert.harness.run.connectors import load_connector
 from streamcert.spi.connector import SinkConnector
@@ -84,6 +84,9 @@ def test_failover_runs_go_on_a_three_broker_cluster_and_aim_at_the_leader_and_th
     for reference, requirement in (("streamcert-kafka", "SRC-8"), ("streamcert-kafka-2pc", "SNK-7")):
         [run] = [r for r in plan(reference, load_connector(reference), seed=1) if r.name == "failover"]
         assert run.brokers == 3 and run.judges == (requirement,)
+        # the scenario itself says so: results.json records the cluster size and seed 003's safe topic settings
+        assert run.scenario.brokers == 3 and run.scenario.topics == SAFE_TOPICS
+        assert SAFE_TOPICS.config() == {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
         # paced: input keeps arriving through all three faults (~30 s of faults and gaps, 80 s of input)
         assert run.scenario.workload.total / run.scenario.workload.rate >= 60
         assert [(spec.fault, spec.typed_params().node) for spec in run.scenario.schedule] == [

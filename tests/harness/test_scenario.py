@@ -121,6 +121,9 @@ def test_a_schedule_entry_after_itself_is_refused_when_the_scenario_is_made():
     ("quiet_timeout_s", float("inf"), "quiet_timeout_s"),
     ("workload", WorkloadSpec(total=0), "total=0 is not valid"),
     ("surprise", 1, "surprise: Extra inputs are not permitted"),
+    ("brokers", 0, "brokers: Input should be greater than or equal to 1"),
+    ("topics", {"replication_factor": 2, "min_insync_replicas": 3}, "exceeds replication_factor 2"),
+    ("topics", {"replication_factor": 0}, "replication_factor must be at least 1"),
 ])
 def test_a_bad_scenario_field_is_a_configuration_error_naming_it(field, value, needle):
     with pytest.raises(ConfigurationError) as caught:
@@ -159,6 +162,15 @@ def test_a_folder_that_holds_an_earlier_run_is_refused_before_anything_starts(tm
     with pytest.raises(ConfigurationError, match="holds an earlier run"):
         run_scenario(None, Scenario(name="again"), tmp_path)
     assert not (tmp_path / "results.json").exists()
+
+
+def test_a_scenario_needing_a_cluster_is_refused_on_one_broker_before_anything_starts(stack, tmp_path):
+    """The cluster size and replica counts a scenario asks for are checked against the stack's metadata first."""
+    with pytest.raises(ConfigurationError, match=r"needs 3 Kafka broker\(s\); .* lists 1 \(ids \[1\]\)") as caught:
+        run_scenario(stack, Scenario("failover", brokers=3), tmp_path / "three")
+    assert "--brokers 3" in caught.value.hint and not (tmp_path / "three" / "results.json").exists()
+    with pytest.raises(ConfigurationError, match="replication factor 2 .* lists 1 broker"):
+        run_scenario(stack, Scenario("rf2", topics={"replication_factor": 2}), tmp_path / "rf2")
 
 
 def test_warm_up_records_are_left_out_of_what_is_judged_and_a_direct_path_refuses_proxy_faults():

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from streamcert.harness.run.workload import decode_values
+from streamcert.harness.stack.kafka_clients import TopicSettings
 
 __all__ = ["OutputTarget", "Observer", "OUTPUT_COLUMNS"]
 
@@ -40,6 +41,8 @@ class OutputTarget:
     #: The server's own address (Kafka bootstrap or PostgreSQL DSN, not the proxy's) for :meth:`Observer.visible_mark`:
     #: a fault timed by the output must see a commit at once, even while a toxic slows the link; None: the proxy's
     mark_address: str | None = None
+    #: A Kafka output topic's durability settings (the scenario's ``topics``); None: the cluster's defaults
+    topic_settings: TopicSettings | None = None
 
 
 class Observer(ABC):

@@ -34,8 +34,10 @@ class KafkaObserver(Observer):
         self._mark_consumer = None
 
     def prepare(self, partitions: int) -> None:
-        """Create the output topic with ``partitions`` (the sink writes to a topic that exists)."""
-        create_topic(self.target.bootstrap_servers, self.target.name, partitions)
+        """Create the output topic with ``partitions`` and the target's topic settings (the sink writes to a topic
+        that exists)."""
+        create_topic(self.target.bootstrap_servers, self.target.name, partitions,
+                     settings=self.target.topic_settings)
 
     def visible_mark(self) -> int:
         """The sum of the topic's end offsets as a read_committed reader sees them (the last stable offsets), asked

@@ -1,5 +1,6 @@
 """A worker of a real standalone cluster killed while the query runs: its executor's tasks are retried on the other
-worker, and the 2PC sink's output is still exactly once."""
+worker, and the 2PC sink's output is still exactly once; a Python worker of a standalone executor is found and
+killed like a local one."""
 
 from __future__ import annotations
 
@@ -25,13 +26,16 @@ def test_a_killed_worker_s_tasks_are_retried_and_the_2pc_sink_stays_exactly_once
 
     scenario = Scenario("worker-kill", source="streamcert-kafka", sink="streamcert-pg-2pc", master="standalone",
                         spark_workers=2, trigger="200 milliseconds", parallelism=2,
-                        workload=WorkloadSpec(total=3000, keys=20, partitions=2, seed=11),
+                        workload=WorkloadSpec(total=4000, keys=20, partitions=2, seed=11),
                         options={"max_records_per_batch": 150}, load_after_first_batch=True,
-                        schedule=[FaultSpec("worker_kill", "executor", 2.0, 15.0)])
+                        schedule=[FaultSpec("python_worker_kill", "executor", 1.0, 0.0),
+                                  FaultSpec("worker_kill", "executor", 1.0, 15.0, after=0)])
     result = run_scenario(stack, scenario, tmp_path)
     assert result.complete, result.error
-    [start] = [e for e in result.history if e["kind"] == "fault-start"]
-    [stop] = [e for e in result.history if e["kind"] == "fault-stop"]
+    # a standalone worker's executors do not carry the driver's token: found by the driver address they serve
+    [python_kill, start] = [e for e in result.history if e["kind"] == "fault-start"]
+    assert python_kill["fault"] == "python_worker_kill" and python_kill["killed"], python_kill
+    [_, stop] = [e for e in result.history if e["kind"] == "fault-stop"]
     assert start["executor_busy"] and start["master_saw_loss"] and start["alive_after"] == 1, start
     assert stop["alive"] == 2
     assert result.valid is True, [c for c in result.checks if c["valid"] is not True]

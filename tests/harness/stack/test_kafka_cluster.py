@@ -108,6 +108,36 @@ def _wait(condition, what: str, timeout: float = 60.0):
 
 
 @pytest.mark.integration
+def test_a_scenarios_topic_settings_override_the_clusters_and_its_broker_count_is_checked(kafka_cluster):
+    """Seed 003's settings per scenario: replication factor, min ISR and unclean election on the topic itself; a
+    scenario asking for another cluster size, or more replicas than there are brokers, is refused with a hint."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from streamcert.harness.scenario import Scenario, _check_brokers
+    from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids, client_conf, create_topic
+
+    cluster = kafka_cluster
+    _wait(lambda: broker_ids(cluster.bootstrap) == [1, 2, 3], "all three brokers registered")
+    create_topic(cluster.bootstrap, "unsafe-two", 2, settings=TopicSettings(2, 1, True))
+    assert len(cluster.partition_state("unsafe-two")["replicas"]) == 2
+    admin = AdminClient(client_conf(cluster.direct_bootstrap))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "unsafe-two")
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert configs["min.insync.replicas"].value == "1"
+    assert configs["unclean.leader.election.enable"].value == "true"
+    create_topic(cluster.bootstrap, "defaults")  # unset: the cluster's safe defaults
+    assert len(cluster.partition_state("defaults")["replicas"]) == 3
+
+    assert _check_brokers(Scenario("three", brokers=3), cluster.bootstrap) == 3
+    assert _check_brokers(Scenario("any"), cluster.bootstrap) is None
+    with pytest.raises(ConfigurationError, match=r"needs 1 Kafka broker\(s\); .* lists 3") as caught:
+        _check_brokers(Scenario("one", brokers=1), cluster.bootstrap)
+    assert "--brokers 1" in caught.value.hint
+    with pytest.raises(ConfigurationError, match="4 replicas cannot exist"):
+        _check_brokers(Scenario("four", topics=TopicSettings(min_insync_replicas=4)), cluster.bootstrap)
+
+
+@pytest.mark.integration
 def test_a_leader_kill_moves_leadership_the_isr_shrinks_and_grows_back(kafka_cluster):
     """(Isolation: tests/harness/faults/test_cluster.py.)"""
     from streamcert.harness.stack.kafka_clients import create_topic, produce, read_topic
