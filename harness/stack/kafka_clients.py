@@ -64,9 +64,6 @@ class TopicSettings:
             config["unclean.leader.election.enable"] = str(self.unclean_leader_election).lower()
         return config
 
-    def is_default(self) -> bool:
-        return self == TopicSettings()
-
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: Mapping[str, str] | None = None,
                  timeout: float = 30.0, replicas: Sequence[int] | None = None,
