@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
+from streamcert.harness.run.graceful_stop import stop_between_batches
 from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
@@ -126,7 +127,8 @@ class DriverProcess(ProcessBacked):
 
         The report (GEN-3's evidence): ``exited`` within ``timeout`` s, ``seconds`` it took, ``exit_code``,
         ``leftover_processes`` of this attempt still alive ``linger_s`` s after the driver exited (a connector's
-        thread or process that outlives its query), and the checkpoint's ``pending_batch`` / ``latest_commit``.
+        thread or process that outlives its query), the checkpoint's ``pending_batch`` / ``latest_commit``, and
+        ``how`` the query stopped (see :func:`~streamcert.harness.run.graceful_stop.stop_between_batches`).
         """
         if not self.is_running():  # it ended by itself: say why, if the query failed
             return {"running": False, "exit_code": self.exit_code(), "query_error": self.query_error()}
@@ -143,9 +145,10 @@ class DriverProcess(ProcessBacked):
             except StartupFailed:  # the report counts what is left
                 leftovers = processes_with_token(token, var=DRIVER_TOKEN_VAR)
         state = self.checkpoint()
+        stopped = [e.get("how") for e in self.events(self.attempt) if e["event"] == "stopped"]
         report = {"running": True, "exited": exited, "seconds": round(seconds, 3), "exit_code": self.exit_code(),
                   "leftover_processes": len(leftovers), "pending_batch": state.pending,
-                  "latest_commit": state.latest_commit}
+                  "latest_commit": state.latest_commit, "how": stopped[-1] if stopped else None}
         self.stop()
         return report
 
@@ -295,22 +298,10 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
         return 1
     finally:
         if query.isActive:
-            _stop_between_batches(query)
+            emit("stopped", how=stop_between_batches(query))
         time.sleep(0.5)  # let the listener deliver the terminated event
         events.close()
     return 0
-
-
-def _stop_between_batches(query, timeout: float = 30.0) -> None:
-    """Stop when no trigger runs, so the last batch is committed (the offline state repartition needs that).
-
-    A batch can still start between the check and the stop; callers that need a committed last batch
-    check the checkpoint afterwards (:func:`streamcert.harness.run.state.stop_cleanly`).
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
-        time.sleep(0.01)
-    query.stop()
 
 
 if __name__ == "__main__":
