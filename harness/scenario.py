@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
+from confluent_kafka import KafkaException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.faults.base import Fault, FaultContext
 from streamcert.harness.faults.base import FaultNotApplicable
 from streamcert.harness.faults.registry import build_fault
@@ -312,14 +313,22 @@ def _output_target(env: Any, kind: str, context: QueryContext, topics: TopicSett
                         topic_settings=topics)
 
 
-def _check_brokers(scenario: Scenario, bootstrap: str) -> int | None:
+def _check_brokers(scenario: Scenario, bootstrap: str, timeout: float = 10.0) -> int | None:
     """The stack's broker count when the scenario asks for a cluster size or a replication factor (None
-    otherwise); a ConfigurationError when the stack does not fit them."""
+    otherwise); a ConfigurationError when the stack does not fit them, StartupFailed when its Kafka does not
+    answer within ``timeout`` s."""
     topics = scenario.topics
     wanted = max(topics.replication_factor or 0, topics.min_insync_replicas or 0)
     if scenario.brokers is None and not wanted:
         return None
-    found = broker_ids(bootstrap)
+    try:
+        found = broker_ids(bootstrap, timeout=timeout)
+    except KafkaException as exc:
+        raise StartupFailed(
+            f"Scenario {scenario.name!r} needs to count the stack's Kafka brokers, and Kafka at {bootstrap} did not "
+            f"answer a metadata request within {timeout:g} s ({exc.args[0].str() if exc.args else exc}).",
+            hint="Check that the stack is up and Kafka listens there (`streamcert env check`), or correct "
+                 "STREAMCERT_KAFKA_BOOTSTRAP for the external provider.") from None
     if scenario.brokers is not None and len(found) != scenario.brokers:
         raise ConfigurationError(
             f"Scenario {scenario.name!r} needs {scenario.brokers} Kafka broker(s); the stack's Kafka at {bootstrap} "

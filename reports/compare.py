@@ -10,9 +10,9 @@ from typing import Any
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.reports.certification import load_certification
-from streamcert.reports.regression import CheckOutcome, RegressionCheck
+from streamcert.reports.regression import CheckOutcome, RegressionCheck, readable_number
 
-__all__ = ["Comparison", "VerdictChange", "compare_files", "bench_metrics"]
+__all__ = ["Comparison", "VerdictChange", "compare_files", "bench_metrics", "offered_rates"]
 
 #: Verdict moves that are regressions: a requirement that passed no longer does (fails, is undecided, is no longer
 #: claimed, or has no verdict at all), or a newly claimed or undecided one fails.
@@ -42,6 +42,8 @@ class Comparison:
     metrics: dict[str, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
     checks: list[CheckOutcome] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: what makes the comparison weaker without being a regression (cases offered different rates)
+    warnings: list[str] = field(default_factory=list)
     #: the two results as read (the page draws their runs over each other)
     baseline: dict[str, Any] = field(default_factory=dict, repr=False)
     candidate: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -60,14 +62,11 @@ class Comparison:
                        f"{change.after or '-'}  {change.reason}")
         for case, metrics in self.metrics.items():
             for metric, (before, after) in metrics.items():
-                out.append(f"{case} {metric}: {_num(before)} -> {_num(after)}")
+                out.append(f"{case} {metric}: {readable_number(before)} -> {readable_number(after)}")
         out += [outcome.message() for outcome in self.checks]
         out += [f"REGRESSION: {problem}" for problem in self.problems]
+        out += [f"warning: {warning}" for warning in self.warnings]
         return out
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:g}"
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -122,12 +121,32 @@ def _compare_verdicts(before_path: Path, after_path: Path) -> Comparison:
     return comparison
 
 
+def offered_rates(data: dict[str, Any]) -> dict[str, list[float]]:
+    """case -> the distinct input rates (records/s) its measured runs were offered."""
+    return {case: sorted({float(run["rate"]) for run in body.get("runs") or []
+                          if isinstance(run.get("rate"), (int, float))})
+            for case, body in (data.get("cases") or {}).items()}
+
+
+def _rate_mismatches(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """A case offered other rates in the two results: its latency and throughput answer different questions."""
+    old, new = offered_rates(before), offered_rates(after)
+    return [f"{case} was offered {_rates(old[case])} records/s in the baseline and {_rates(new[case])} in the "
+            "candidate: its figures compare different loads"
+            for case in sorted(set(old) & set(new)) if old[case] and new[case] and old[case] != new[case]]
+
+
+def _rates(rates: list[float]) -> str:
+    return " / ".join(readable_number(rate) for rate in rates)
+
+
 def _compare_bench(before: dict[str, Any], after: dict[str, Any], checks: list[RegressionCheck]) -> Comparison:
     old, new = bench_metrics(before), bench_metrics(after)
     comparison = Comparison("bench")
     for case in sorted(set(old) | set(new)):
         names = sorted(set(old.get(case, {})) | set(new.get(case, {})))
         comparison.metrics[case] = {m: (old.get(case, {}).get(m), new.get(case, {}).get(m)) for m in names}
+    comparison.warnings += _rate_mismatches(before, after)
     for check in checks:
         measured = [(case, values[check.metric]) for case, values in comparison.metrics.items()
                     if check.metric in values]

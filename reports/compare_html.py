@@ -12,6 +12,7 @@ from typing import Any
 from streamcert.reports.charts import series_svg
 from streamcert.reports.compare import Comparison
 from streamcert.reports.html import matrix_css
+from streamcert.reports.regression import readable_number
 
 __all__ = ["compare_html"]
 
@@ -19,10 +20,7 @@ _BASELINE, _CANDIDATE = "#7f7f7f", "#1f77b4"
 
 
 def _value(value: float | None) -> str:
-    if value is None:
-        return "–"
-    # 10,030 rather than 1.003e+04: four significant digits below a thousand, whole numbers above
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:,.4g}"
+    return "–" if value is None else readable_number(value)
 
 
 def _header(comparison: Comparison) -> str:
@@ -30,6 +28,7 @@ def _header(comparison: Comparison) -> str:
              else '<span class="badge ok">no regression</span>')
     baseline, candidate = (escape(path) for path in comparison.paths)
     problems = "".join(f'<p class="finding">{escape(problem)}</p>' for problem in comparison.problems)
+    problems += "".join(f'<p class="warning">warning: {escape(warning)}</p>' for warning in comparison.warnings)
     return (f"<h1>streamcert compare {badge}</h1><p class=\"muted\">baseline <code>{baseline}</code> → candidate "
             f"<code>{candidate}</code> ({escape(comparison.kind)} results)</p>{problems}")
 
@@ -95,7 +94,7 @@ def compare_html(comparison: Comparison) -> str:
         body = _header(comparison) + _verdicts(comparison)
     else:
         body = _header(comparison) + _metrics(comparison) + _overlays(comparison)
-    css = matrix_css() + ".small{font-size:12px}"
+    css = matrix_css() + ".small{font-size:12px}.warning{color:#8a5a00;background:#fff4d6;padding:4px 8px}"
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>streamcert compare</title><style>{css}</style></head><body><main>{body}</main></body></html>\n")

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 from streamcert.harness.errors import ConfigurationError
 
-__all__ = ["RegressionCheck", "CheckOutcome", "parse_check"]
+__all__ = ["RegressionCheck", "CheckOutcome", "parse_check", "readable_number"]
+
+def readable_number(value: float | None) -> str:
+    """A figure as people read it: ``10,030`` rather than ``1.003e+04``, four digits below a thousand."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
 
 _PATTERN = re.compile(r"^(?P<metric>[A-Za-z0-9_.\-]+):(?P<sign>[+-])(?P<pct>[0-9]+(\.[0-9]+)?)%$")
 
@@ -27,7 +34,7 @@ class CheckOutcome:
 
     def message(self) -> str:
         verdict = "REGRESSION" if self.regressed else "ok"
-        return (f"{verdict}: {self.case} {self.metric} {self.before:g} -> {self.after:g} "
+        return (f"{verdict}: {self.case} {self.metric} {readable_number(self.before)} -> {readable_number(self.after)} "
                 f"({self.change_pct:+.1f}%, limit {self.check})")
 
 

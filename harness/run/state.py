@@ -28,7 +28,9 @@ def stop_cleanly(driver, attempts: int = 4, batch_timeout: float = 180.0) -> int
     """Stop ``driver`` (a :class:`~streamcert.harness.run.driver.DriverProcess`) with its last batch committed;
     return it.
 
-    A batch may start between the driver's last look and its stop; then the driver is started again
+    The driver's stop lets the batch in flight commit and plans no next one
+    (:func:`~streamcert.harness.run.graceful_stop.stop_between_batches`); when it could not (the bound
+    passed, a Spark without the internals it uses) and a batch is left planned, the driver is started again
     from the checkpoint (which replays and commits that batch) and stopped again.
     """
     for _attempt in range(attempts):
@@ -42,7 +44,9 @@ def stop_cleanly(driver, attempts: int = 4, batch_timeout: float = 180.0) -> int
                         f"batch {pending} committed after a restart", timeout=batch_timeout)
     raise StartupFailed(f"The query at {driver.spec.checkpoint} could not be stopped between batches "
                         f"in {attempts} attempts.",
-                        hint="Use a trigger interval longer than a batch takes, so that there are gaps.")
+                        hint="Each stop interrupted a batch: look at the driver log for a batch that does not "
+                             "finish within 30 s, or a trigger interval shorter than a batch on a Spark whose "
+                             "progress lock streamcert cannot reach.")
 
 
 def repartition_state(checkpoint: str | Path, partitions: int, *, spark_conf: dict[str, str] | None = None,

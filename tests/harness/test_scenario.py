@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.scenario import SCHEMA_FILE, Scenario, json_schema, run_scenario
+from streamcert.harness.errors import ConfigurationError, StartupFailed
+from streamcert.harness.scenario import SCHEMA_FILE, Scenario, _check_brokers, json_schema, run_scenario
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.workload import WorkloadSpec
 
@@ -171,6 +172,15 @@ def test_a_scenario_needing_a_cluster_is_refused_on_one_broker_before_anything_s
     assert "--brokers 3" in caught.value.hint and not (tmp_path / "three" / "results.json").exists()
     with pytest.raises(ConfigurationError, match="replication factor 2 .* lists 1 broker"):
         run_scenario(stack, Scenario("rf2", topics={"replication_factor": 2}), tmp_path / "rf2")
+
+
+def test_a_kafka_that_does_not_answer_the_broker_count_is_a_startup_error_naming_it():
+    """Counting brokers on a closed port is one paragraph naming the address and a hint, not a KafkaException."""
+    began = time.monotonic()
+    with pytest.raises(StartupFailed, match=r"Kafka at 127\.0\.0\.1:1 did not answer") as caught:
+        _check_brokers(Scenario("three", brokers=3), "127.0.0.1:1", timeout=1.0)
+    assert "streamcert env check" in caught.value.hint
+    assert time.monotonic() - began < 10
 
 
 def test_warm_up_records_are_left_out_of_what_is_judged_and_a_direct_path_refuses_proxy_faults():

@@ -120,3 +120,30 @@ def test_compare_html_numbers_are_whole_above_a_thousand_and_four_digits_below()
 
     assert _value(10029.6) == "10,030" and _value(1003.8) == "1,004"  # never 1.003e+04
     assert _value(993.279) == "993.3" and _value(0.10255) == "0.1026" and _value(None) == "–"
+
+
+def test_console_lines_print_figures_as_people_read_them(tmp_path):
+    baseline, candidate = _bench(tmp_path / "a.json", 10029.6, 50), _bench(tmp_path / "b.json", 12000.4, 50)
+    lines = compare_files(baseline, candidate, [parse_check("throughput:-5%")]).lines()
+    assert "source_noop throughput: 10,030 -> 12,000" in lines
+    assert any(line.startswith("ok: source_noop throughput 10,030 -> 12,000 (+19.6%") for line in lines)
+    assert not any("e+0" in line for line in lines)
+
+
+def test_cases_offered_other_rates_are_compared_with_a_warning_not_a_regression(tmp_path, capsys):
+    from tests.benchmarks.test_bench import _bench_results
+
+    baseline = _bench_results()
+    candidate = json.loads(json.dumps(baseline))
+    for run in candidate["cases"]["builtin"]["runs"]:
+        run["rate"] = run["rate"] * 10
+    (tmp_path / "a.json").write_text(json.dumps(baseline))
+    (tmp_path / "b.json").write_text(json.dumps(candidate))
+    comparison = compare_files(tmp_path / "a.json", tmp_path / "b.json")
+    assert not comparison.regressed
+    assert [w.split(" was offered")[0] for w in comparison.warnings] == ["builtin"]
+    assert "compare different loads" in comparison.warnings[0]
+    assert compare_files(tmp_path / "a.json", tmp_path / "a.json").warnings == []
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(tmp_path / "page")]) == 0
+    assert "warning: builtin was offered" in capsys.readouterr().out
+    assert 'class="warning"' in (tmp_path / "page" / "compare.html").read_text()
