@@ -313,6 +313,11 @@ def _output_target(env: Any, kind: str, context: QueryContext, topics: TopicSett
                         topic_settings=topics)
 
 
+def _kafka_error_text(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else exc
+    return error.str() if hasattr(error, "str") else str(error)
+
+
 def _check_brokers(scenario: Scenario, bootstrap: str, timeout: float = 10.0) -> int | None:
     """The stack's broker count when the scenario asks for a cluster size or a replication factor (None
     otherwise); a ConfigurationError when the stack does not fit them, StartupFailed when its Kafka does not
@@ -326,7 +331,7 @@ def _check_brokers(scenario: Scenario, bootstrap: str, timeout: float = 10.0) ->
     except KafkaException as exc:
         raise StartupFailed(
             f"Scenario {scenario.name!r} needs to count the stack's Kafka brokers, and Kafka at {bootstrap} did not "
-            f"answer a metadata request within {timeout:g} s ({exc.args[0].str() if exc.args else exc}).",
+            f"answer a metadata request within {timeout:g} s ({_kafka_error_text(exc)}).",
             hint="Check that the stack is up and Kafka listens there (`streamcert env check`), or correct "
                  "STREAMCERT_KAFKA_BOOTSTRAP for the external provider.") from None
     if scenario.brokers is not None and len(found) != scenario.brokers:
