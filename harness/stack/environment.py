@@ -27,6 +27,7 @@ from typing import Any
 
 from streamcert.harness.errors import ConfigurationError, StreamcertError
 from streamcert.harness.progress import note
+from streamcert.harness.stack.install import ensure_kafka, ensure_postgres, ensure_toxiproxy
 from streamcert.harness.stack.kafka import KafkaPorts, LocalKafka
 from streamcert.harness.stack.kafka_cluster import ClusterSettings, LocalKafkaCluster
 from streamcert.harness.stack.ports import LOOPBACK, free_port
@@ -251,6 +252,7 @@ class Environment:
 
     def _start_local(self) -> None:
         assert self.workdir is not None
+        self._install_local()
         toxiproxy = LocalToxiproxy(self.workdir / "toxiproxy", run_token=self.run_token)
         self.toxiproxy = toxiproxy
         toxiproxy.start()
@@ -275,6 +277,15 @@ class Environment:
             self.postgres = postgres
             postgres.start()
             self.postgres_link = api.create_link("postgres", f"{LOOPBACK}:{postgres.port}", free_port())
+
+    def _install_local(self) -> None:
+        """Every server's binaries found (or installed) before any starts: a bad STREAMCERT_PG_BIN is refused
+        in a second, not after Kafka took its ten to start."""
+        ensure_toxiproxy()
+        if self.config.kafka:
+            ensure_kafka()
+        if self.config.postgres:
+            ensure_postgres()
 
     def _start_containers(self) -> None:
         from streamcert.harness.stack.containers import start_container_stack
