@@ -12,7 +12,7 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.reports.certification import load_certification
 from streamcert.reports.regression import CheckOutcome, RegressionCheck, readable_number
 
-__all__ = ["Comparison", "VerdictChange", "compare_files", "bench_metrics", "offered_rates"]
+__all__ = ["Comparison", "VerdictChange", "compare_files", "bench_metrics"]
 
 #: Verdict moves that are regressions: a requirement that passed no longer does (fails, is undecided, is no longer
 #: claimed, or has no verdict at all), or a newly claimed or undecided one fails.
@@ -121,7 +121,7 @@ def _compare_verdicts(before_path: Path, after_path: Path) -> Comparison:
     return comparison
 
 
-def offered_rates(data: dict[str, Any]) -> dict[str, list[float]]:
+def _offered_rates(data: dict[str, Any]) -> dict[str, list[float]]:
     """case -> the distinct input rates (records/s) its measured runs were offered."""
     return {case: sorted({float(run["rate"]) for run in body.get("runs") or []
                           if isinstance(run.get("rate"), (int, float))})
@@ -130,7 +130,7 @@ def offered_rates(data: dict[str, Any]) -> dict[str, list[float]]:
 
 def _rate_mismatches(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """A case offered other rates in the two results: its latency and throughput answer different questions."""
-    old, new = offered_rates(before), offered_rates(after)
+    old, new = _offered_rates(before), _offered_rates(after)
     return [f"{case} was offered {_rates(old[case])} records/s in the baseline and {_rates(new[case])} in the "
             "candidate: its figures compare different loads"
             for case in sorted(set(old) & set(new)) if old[case] and new[case] and old[case] != new[case]]
