@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from streamcert.spi.errors import ConfigurationError
 from streamcert.spi.fault_points import reached
 
-__all__ = ["TxnId", "Participant", "DecisionLog", "Coordinator", "validate_sink_id"]
+__all__ = ["TxnId", "Participant", "DecisionLog", "Coordinator", "in_commit_order", "validate_sink_id"]
 
 _SINK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PREFIX = "sc2pc"
@@ -104,6 +104,17 @@ class DecisionLog(ABC):
         """The recorded decision, or None."""
 
 
+def in_commit_order(txn_ids: Iterable[str]) -> list[str]:
+    """Transaction ids by batch, then partition (then attempt): a reader who watches the commits one by one sees
+    a batch after the ones before it, and a partition's records (a key's) in the order the tasks split them.
+    Ids that are not this protocol's come last, as text."""
+    def order(text: str) -> tuple:
+        txn = TxnId.parse(text)
+        return (0, txn.batch_id, txn.partition, txn.attempt, text) if txn else (1, 0, 0, 0, text)
+
+    return sorted(txn_ids, key=order)
+
+
 class Coordinator:
     """Runs on the driver: the commit, abort and recovery rules above, for one sink."""
 
@@ -121,9 +132,9 @@ class Coordinator:
         roll back orphans up to this batch."""
         self.recover(before_batch=batch_id)
         reached(f"{self.fault_point_prefix}.before-decision")
-        decision = self.log.record(self.sink_id, batch_id, sorted(set(txn_ids)))
+        decision = self.log.record(self.sink_id, batch_id, in_commit_order(set(txn_ids)))
         reached(f"{self.fault_point_prefix}.after-decision")
-        for txn in decision:
+        for txn in in_commit_order(decision):
             self.participant.commit_prepared(txn)
         self._roll_back_orphans(up_to_batch=batch_id)
         return decision
@@ -144,7 +155,7 @@ class Coordinator:
         worker it uses, so "when the writer is created" is not "when the query starts".
         """
         committed, rolled_back = [], []
-        for text in self.participant.prepared(self.sink_id):
+        for text in in_commit_order(self.participant.prepared(self.sink_id)):
             txn = TxnId.parse(text)
             if before_batch is not None and (txn is None or txn.batch_id >= before_batch):
                 continue

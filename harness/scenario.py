@@ -50,6 +50,8 @@ from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids, cr
 from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
+from streamcert.harness.verify.arrival import arrival_times
+from streamcert.harness.verify.downtime import driver_downtime
 from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.verify.metrics import summarize
 from streamcert.spi.connector import Connector, QueryContext
@@ -126,7 +128,9 @@ class Scenario(BaseModel):
     stop_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False,
                                   description="seconds the query has to stop once asked, at the end of the run")
     flush_slack_s: float = Field(20.0, ge=0, allow_inf_nan=False,
-                                 description="seconds an aggregator's batch may be emitted past its declared wait")
+                                 description="seconds an aggregator's batch may be emitted past its declared wait "
+                                             "after its oldest record was read, besides the time the query "
+                                             "was down")
 
     def __init__(self, name: str | None = None, **fields: Any) -> None:
         if name is not None:
@@ -263,7 +267,9 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         output = _without_warm_up(_with_keys(run.observer.frame(), run.observer, ledger.frame),
                                   scenario.warm_up_records)
         result.evidence = _save_evidence(ledger, output, workdir)
-        results = run_checks(_checkers(scenario, bounds), ledger.for_checkers(), output)
+        judged = _judged_ledger(ledger, Path(context.checkpoint), context.input_topic, bounds)
+        downtime = driver_downtime(run.history.events(), run.driver.events(), run_end=time.time())
+        results = run_checks(_checkers(scenario, bounds, downtime), judged, output)
         if scenario.schedule:  # a fault that missed its target leaves the verdict unknown
             results.append(fault_reached(run.history.events()))
         if run.observer.error:
@@ -449,12 +455,21 @@ def _unread_is_not_lost(results: list, observer_error: str) -> None:
             check.error = f"the output stopped being read ({observer_error}): missing records are not known lost"
 
 
-def _checkers(scenario: Scenario, bounds: tuple[int, float] | None) -> list:
-    """The exactly-once checkers, and an aggregator's batch contract when it declares one."""
+def _checkers(scenario: Scenario, bounds: tuple[int, float] | None, downtime: list[tuple[float, float]]) -> list:
+    """The exactly-once checkers, and an aggregator's batch contract when it declares one (its flush rule does not
+    count the time the query was down)."""
     checkers = exactly_once_checkers()
     if bounds is not None:
-        checkers.append(AggregatorBatchChecker(bounds[0], bounds[1], scenario.flush_slack_s))
+        checkers.append(AggregatorBatchChecker(bounds[0], bounds[1], scenario.flush_slack_s, pauses=downtime))
     return checkers
+
+
+def _judged_ledger(ledger, checkpoint: Path, input_topic: str, bounds: tuple[int, float] | None) -> pd.DataFrame:
+    """The ledger as the checkers take it; for an aggregator's flush rule, with when the query read each record."""
+    frame = ledger.for_checkers()
+    if bounds is not None:
+        frame["arrived_at"] = arrival_times(ledger.frame.reset_index(drop=True), checkpoint, input_topic)
+    return frame
 
 
 def _save_evidence(ledger, output: pd.DataFrame, workdir: Path) -> dict[str, str]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckpointState", "batch_ids", "read_offsets", "batch_conf", "state_partitions", "checkpoint_state"]
+__all__ = ["CheckpointState", "batch_ids", "read_offsets", "batch_conf", "batch_timestamp", "state_partitions",
+           "checkpoint_state"]
 
 
 def batch_ids(checkpoint: Path, log: str) -> list[int]:
@@ -36,6 +37,13 @@ def batch_conf(checkpoint: Path, batch_id: int) -> dict[str, str]:
     """The session settings Spark pinned in ``offsets/<batch_id>`` (shuffle partitions, state store, ...)."""
     lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
     return dict(json.loads(lines[1]).get("conf", {}))
+
+
+def batch_timestamp(checkpoint: Path, batch_id: int) -> float | None:
+    """When Spark planned ``batch_id`` (epoch seconds; ``batchTimestampMs`` of ``offsets/<batch_id>``), or None."""
+    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+    millis = json.loads(lines[1]).get("batchTimestampMs")
+    return millis / 1000 if isinstance(millis, (int, float)) else None
 
 
 def state_partitions(checkpoint: Path) -> int | None:

@@ -203,7 +203,8 @@ def start_container_stack(config: Any, run_token: str) -> ContainerStack:
                    .with_kwargs(labels=labels)
                    .with_env("POSTGRES_USER", SUPERUSER).with_env("POSTGRES_DB", DATABASE)
                    .with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
-                   .with_command(["postgres", "-c", "max_prepared_transactions=64", "-c", "fsync=off"]))
+                   .with_command(["postgres", "-c", "max_prepared_transactions=64", "-c", "fsync=off",
+                                  "-c", "track_commit_timestamp=on"]))
             _publish_on_loopback(box, 5432, pg_port)
             postgres = _ContainerPostgres(box, pg_port, config.start_timeout)
             postgres.start()

@@ -50,6 +50,8 @@ def render_postgresql_conf(port: int, max_prepared_transactions: int = 64) -> st
         "fsync = off\n"
         "full_page_writes = off\n"
         "synchronous_commit = on\n"
+        # the observer orders the transactions it finds in one poll by their commit time
+        "track_commit_timestamp = on\n"
         "log_min_messages = warning\n"
         "log_line_prefix = '%m [%p] '\n"
     )

@@ -35,9 +35,10 @@ The :class:`LostChecker`'s ``data`` holds the whole accounting: ``attempted``, `
 
 - ``id``, ``key``, ``seq`` as in the ledger (a duplicate delivery is a second row with the same id);
 - optional ``visible_at`` (float seconds), not read here;
-- optional delivery order: a ``position`` column (sorted ascending, ties keep row order) or, failing
-  that, ``partition`` and ``offset`` (sorted by partition, then offset); without either, the row order
-  *is* the delivery order;
+- optional delivery order: a ``position`` column (sorted ascending) or, failing that, ``partition`` and
+  ``offset`` (sorted by partition, then offset); without either, the row order *is* the delivery order.
+  Rows that share a position became visible at once (one commit of a table): a reader may take them in
+  any order, so they are judged in seq order (then row order);
 - aggregators only: ``batch_id`` (the emitted batch) and ``emitted_at`` (float seconds, when the batch
   was emitted).
 
@@ -69,6 +70,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
+
+from streamcert.harness.verify.downtime import overlap_s
 
 __all__ = [
     "MAX_VIOLATIONS",
@@ -386,7 +389,13 @@ class AggregatorBatchChecker(_ColumnChecker):
     key's records are contiguous (``non_contiguous_key``) and seq-ordered (``batch_order``); per key,
     batches in emission order continue its order (``cross_batch_order``: a batch holds a seq not above
     the highest seq of that key in earlier batches); and each batch is emitted at most
-    ``max_wait_s + slack_s`` after the oldest record in it was produced (``late_flush``).
+    ``max_wait_s + slack_s`` after the oldest record in it arrived (``late_flush``), not counting the
+    time in ``pauses`` (epoch-second periods when no query ran, such as a killed driver's restart:
+    :func:`~streamcert.harness.verify.downtime.driver_downtime`; a flush cannot fire then).
+
+    A record arrived when the query read it: ledger ``arrived_at``
+    (:func:`~streamcert.harness.verify.arrival.arrival_times`; a record waiting in the input behind a backlog
+    is not waiting in the aggregator), or where that is missing, when it was produced.
 
     Needs ledger ``id``, ``aborted`` and output ``id``, ``key``, ``seq``, ``batch_id``; the flush rule
     also needs output ``emitted_at`` and ledger ``produced_at``: without them the other rules still run,
@@ -402,15 +411,19 @@ class AggregatorBatchChecker(_ColumnChecker):
     ledger_columns = ("id", "aborted")
     output_columns = ("id", "key", "seq", "batch_id")
 
-    def __init__(self, max_batch_size: int, max_wait_s: float, slack_s: float = 0.0) -> None:
+    def __init__(
+        self, max_batch_size: int, max_wait_s: float, slack_s: float = 0.0,
+        pauses: Sequence[tuple[float, float]] = (),
+    ) -> None:
         self.max_batch_size = int(max_batch_size)
         self.max_wait_s = float(max_wait_s)
         self.slack_s = float(slack_s)
+        self.pauses = [(float(start), float(end)) for start, end in pauses]
 
     def __repr__(self) -> str:
         return (
             f"AggregatorBatchChecker(max_batch_size={self.max_batch_size}, "
-            f"max_wait_s={self.max_wait_s}, slack_s={self.slack_s})"
+            f"max_wait_s={self.max_wait_s}, slack_s={self.slack_s}, pauses={len(self.pauses)})"
         )
 
     def _check(self, ledger: pd.DataFrame, output: pd.DataFrame) -> CheckResult:
@@ -452,24 +465,29 @@ class AggregatorBatchChecker(_ColumnChecker):
         self, batches: _Emission, eligible: np.ndarray, ledger: pd.DataFrame, counts: dict[str, int]
     ) -> list[tuple[int, dict]]:
         if batches.count == 0:
-            counts.update(batches_latency_judged=0, late_flushes=0, max_flush_latency_ms=0)
+            counts.update(batches_latency_judged=0, late_flushes=0, max_flush_latency_ms=0, max_unpaused_latency_ms=0)
             return []
         # A batch is visible once its last row is out, so the batch's latest emitted_at counts.
         emitted = np.maximum.reduceat(_floats(batches.output, "emitted_at", batches.rows), batches.starts)
         produced = _produced_at(ledger, batches.ids[eligible])
-        judged, oldest = _group_argmin(batches.batch[eligible], produced)
+        arrived = _arrived_at(ledger, batches.ids[eligible], produced)
+        judged, oldest = _group_argmin(batches.batch[eligible], arrived)
         oldest_rows = batches.rows[eligible[oldest]]
-        latency = emitted[judged] - produced[oldest]
+        latency = emitted[judged] - arrived[oldest]
+        paused = overlap_s(arrived[oldest], emitted[judged], self.pauses)
         limit = self.max_wait_s + self.slack_s
-        late = np.flatnonzero(latency > limit)
+        late = np.flatnonzero(latency - paused > limit)
         counts["batches_latency_judged"] = judged.size
         counts["late_flushes"] = late.size
         counts["max_flush_latency_ms"] = int(round(latency.max() * 1000)) if latency.size else 0
+        counts["max_unpaused_latency_ms"] = int(round((latency - paused).max() * 1000)) if latency.size else 0
         shown = late[:MAX_VIOLATIONS]
         details = {
             "latency_s": latency[shown],
+            "paused_s": paused[shown],
             "limit_s": limit,
             "produced_at": produced[oldest[shown]],
+            "arrived_at": arrived[oldest[shown]],
             "emitted_at": emitted[judged[shown]],
         }
         return _ranked_rows("late_flush", batches, batches.starts[judged[shown]], details, row=oldest_rows[shown])
@@ -611,6 +629,15 @@ def _produced_at(ledger: pd.DataFrame, ids: np.ndarray) -> np.ndarray:
     if np.isnan(produced).any():
         raise ValueError(f"ledger.produced_at has {int(np.isnan(produced).sum())} missing values")
     return produced
+
+
+def _arrived_at(ledger: pd.DataFrame, ids: np.ndarray, produced: np.ndarray) -> np.ndarray:
+    """When the query read each record (ledger ``arrived_at``, never before it was produced); produced where the
+    column is missing or has no value."""
+    if "arrived_at" not in ledger.columns:
+        return produced
+    arrived = ledger["arrived_at"].to_numpy(dtype=np.float64)[_positions(_ints(ledger, "id"), ids)]
+    return np.where(np.isnan(arrived), produced, np.maximum(arrived, produced))
 
 
 def _group_argmin(groups: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -825,9 +852,15 @@ def _key_codes_and_values(keys: pd.Series) -> tuple[np.ndarray, int, pd.Index]:
 
 
 def _delivery_order(output: pd.DataFrame) -> np.ndarray | None:
-    """Output rows in delivery order: by ``position``, else ``partition``/``offset``; None means as given."""
+    """Output rows in delivery order: by ``position`` (ties by ``seq``), else ``partition``/``offset``; None means
+    as given."""
     if "position" in output.columns:
-        return np.argsort(output["position"].to_numpy(), kind="stable")
+        position = output["position"].to_numpy()
+        order = np.argsort(position, kind="stable")
+        tied = position.size > 1 and bool(np.any(position[order[1:]] == position[order[:-1]]))
+        if tied and "seq" in output.columns and output["seq"].dtype.kind in "iu":
+            return np.lexsort((output["seq"].to_numpy(), position))
+        return order
     if "partition" in output.columns and "offset" in output.columns:
         return np.lexsort((output["offset"].to_numpy(), output["partition"].to_numpy()))
     return None

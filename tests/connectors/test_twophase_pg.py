@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from streamcert.connectors.pg_participant import PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
-from streamcert.connectors.twophase import Coordinator, TxnId, validate_sink_id
+from streamcert.connectors.twophase import Coordinator, TxnId, in_commit_order, validate_sink_id
 from streamcert.harness.errors import ConfigurationError
 
 
@@ -16,6 +16,15 @@ def test_txn_id_round_trip_and_foreign_ids():
     txn = TxnId.new("sink-1", 42, 3, 1)
     assert TxnId.parse(str(txn)) == txn and str(txn).startswith(TxnId.prefix("sink-1"))
     assert TxnId.parse("someone-else's") is None and TxnId.parse("sc2pc|s|x|1|1|n") is None
+
+
+def test_transactions_commit_by_batch_then_partition_as_numbers_not_text():
+    ids = [str(TxnId("s", batch, partition, 0, "n")) for batch, partition in [(3, 10), (3, 2), (2, 11), (3, 0)]]
+    ordered = in_commit_order([*ids, "someone-else's"])
+    assert [(TxnId.parse(t).batch_id, TxnId.parse(t).partition) for t in ordered[:4]] == [(2, 11), (3, 0), (3, 2),
+                                                                                            (3, 10)]
+    assert ordered[4] == "someone-else's"
+    assert sorted(ids) != ordered[:4]  # as text, partition 10 would commit before partition 2
 
 
 def test_sink_ids_are_checked():

@@ -6,6 +6,12 @@ stamps them with the time it saw them (``visible_at``), lets the connector unpac
 workload record (:meth:`~streamcert.spi.connector.Connector.unpack_output`), and decodes each record's id,
 seq and produced-at time from the bytes (the workload's header), so nothing depends on the connector carrying
 extra columns. Adding an output kind means one subclass in its own module of this package, with a ``kind``.
+
+Delivery order is what a reader of the output could see: ``position`` numbers the rows in the order they became
+visible, and rows that became visible at once (one commit of a table, found in one round) share a position. By
+default a round's rows are in the order :meth:`Observer._read_new` returns them (a topic's offsets); an output
+whose rows have no order within a round returns a :data:`VISIBILITY_ORDER` column instead (equal values: visible
+at once; higher: later), and the order checkers take the rows of one position in any order.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ import pandas as pd
 from streamcert.harness.run.workload import decode_values
 from streamcert.harness.stack.kafka_clients import TopicSettings
 
-__all__ = ["OutputTarget", "Observer", "OUTPUT_COLUMNS"]
+__all__ = ["OutputTarget", "Observer", "OUTPUT_COLUMNS", "VISIBILITY_ORDER"]
 
 #: Columns of every observer's frame, in this order, then the kind's own location columns.
 OUTPUT_COLUMNS = ("id", "key", "seq", "produced_at", "visible_at", "position")
+#: Optional column of :meth:`Observer._read_new`'s rows: their order within the round, equal values tied.
+VISIBILITY_ORDER = "visibility_order"
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,8 @@ class Observer(ABC):
         #: Errors of :meth:`_read_new` that passed by themselves (a server killed or cut off by a fault).
         self.transient_errors = 0
         self._chunks: list[pd.DataFrame] = []
+        #: Per chunk, each row's rank within the chunk (0, 1, ...; rows visible at once share one).
+        self._ranks: list[np.ndarray] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -103,13 +113,15 @@ class Observer(ABC):
     def frame(self) -> pd.DataFrame:
         """Records seen so far, in arrival order: :data:`OUTPUT_COLUMNS` plus the kind's location columns."""
         with self._lock:
-            chunks = list(self._chunks)
+            chunks, ranks = list(self._chunks), list(self._ranks)
         if not chunks:
             return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in (
                 ("id", "int64"), ("key", "object"), ("seq", "int64"), ("produced_at", "float64"),
                 ("visible_at", "float64"), ("position", "int64"))})
         frame = pd.concat(chunks, ignore_index=True)
-        frame["position"] = np.arange(len(frame), dtype=np.int64)
+        starts = np.cumsum([0] + [int(rank.max()) + 1 if rank.size else 0 for rank in ranks[:-1]])
+        positions = [start + rank for start, rank in zip(starts, ranks, strict=True)]
+        frame["position"] = np.concatenate(positions).astype(np.int64)
         return frame[[*OUTPUT_COLUMNS, *(c for c in frame.columns if c not in OUTPUT_COLUMNS)]]
 
     # -- for subclasses -------------------------------------------------------------------
@@ -133,6 +145,7 @@ class Observer(ABC):
     @abstractmethod
     def _read_new(self) -> pd.DataFrame | None:
         """Rows that became visible since the last call: ``key``, ``value`` and location columns; None if none.
+        In the order they became visible, or with a :data:`VISIBILITY_ORDER` column saying it.
 
         Called in the observer's thread, over and over until the observer stops; may block briefly.
         """
@@ -170,16 +183,26 @@ class Observer(ABC):
 
     def _append(self, raw: pd.DataFrame, seen_at: float) -> None:
         records = self.unpack(raw).reset_index(drop=True)
+        rank = _visibility_ranks(records)
         decoded = decode_values(records["value"].tolist())
         keys = records["key"] if "key" in records.columns else [None] * len(records)
         decoded["key"] = [_text(key) for key in keys]
         decoded["visible_at"] = seen_at
-        extra = [c for c in records.columns if c not in ("key", "value") and c not in decoded.columns]
+        extra = [c for c in records.columns
+                 if c not in ("key", "value", VISIBILITY_ORDER) and c not in decoded.columns]
         for column in extra:
             decoded[column] = records[column].to_numpy()
         columns = ["id", "key", "seq", "produced_at", "visible_at", *extra]
         with self._lock:
             self._chunks.append(decoded[columns])
+            self._ranks.append(rank)
+
+
+def _visibility_ranks(records: pd.DataFrame) -> np.ndarray:
+    """Each row's rank within its round: row order, or the dense rank of its :data:`VISIBILITY_ORDER`."""
+    if VISIBILITY_ORDER not in records.columns:
+        return np.arange(len(records), dtype=np.int64)
+    return np.unique(records[VISIBILITY_ORDER].to_numpy(), return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _text(key: Any) -> Any:

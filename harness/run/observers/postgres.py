@@ -3,6 +3,12 @@
 A row of a prepared transaction becomes visible only at ``COMMIT PREPARED``, possibly after rows of later
 transactions, so neither insertion order nor ``xmin`` says which rows are new: each round compares the table's
 row ids (``ctid``; the sinks only insert) with those already seen and fetches the values of the new ones.
+
+Order: a table's rows have none, only their transactions' commits do. With ``track_commit_timestamp`` on (the
+local and container servers), the rows of one round are ordered by their transaction's commit time, and the rows
+of one transaction are visible at once; without it, all of a round's rows are (the poll, every 0.2 s, is the
+resolution). Heap order (``ctid``) says nothing: a later transaction may fill space vacuum freed before an earlier
+one's rows, and one transaction's rows need not lie in the order it inserted them.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.run.observers.base import Observer, OutputTarget
+from streamcert.harness.run.observers.base import VISIBILITY_ORDER, Observer, OutputTarget
 
 __all__ = ["PostgresObserver"]
 
@@ -33,6 +39,8 @@ class PostgresObserver(Observer):
         self._connection = None
         self._seen: set[str] = set()
         self._has_key: bool | None = None
+        #: Whether the server keeps commit times (``track_commit_timestamp``); asked in the first round.
+        self.orders_commits: bool | None = None
         self._mark_connection = None
 
     @classmethod
@@ -106,13 +114,19 @@ class PostgresObserver(Observer):
             return None
         if self._has_key is None:
             self._has_key = self._column_exists("key")
+        if self.orders_commits is None:
+            self.orders_commits = self._connection.execute("show track_commit_timestamp").fetchone()[0] == "on"
+        # the commit time in microseconds (0 when unknown: then the round's rows are tied)
+        committed = sql.SQL("coalesce((extract(epoch from pg_xact_commit_timestamp(xmin)) * 1000000)::bigint, 0)"
+                            if self.orders_commits else "0")
         columns = sql.SQL(", key" if self._has_key else "")
         rows = self._connection.execute(
-            sql.SQL("select ctid::text, value{} from {} where ctid = any(%s::tid[])").format(columns, table),
-            (new,)).fetchall()
+            sql.SQL("select ctid::text, {}, value{} from {} where ctid = any(%s::tid[])").format(
+                committed, columns, table), (new,)).fetchall()
         self._seen.update(row[0] for row in rows)
-        return pd.DataFrame({"ctid": [row[0] for row in rows], "value": [bytes(row[1]) for row in rows],
-                             **({"key": [row[2] for row in rows]} if self._has_key else {})})
+        return pd.DataFrame({"ctid": [row[0] for row in rows], VISIBILITY_ORDER: [row[1] for row in rows],
+                             "value": [bytes(row[2]) for row in rows],
+                             **({"key": [row[3] for row in rows]} if self._has_key else {})})
 
     def _column_exists(self, column: str) -> bool:
         found = self._connection.execute(

@@ -348,6 +348,22 @@ def test_order_follows_the_position_column_when_present():
     assert [(v["kind"], v["id"], v["row"]) for v in result.violations] == [("gap", 5, 5), ("non_monotonic", 1, 1)]
 
 
+def test_rows_sharing_a_position_were_visible_at_once_and_are_judged_in_seq_order():
+    ledger = make_ledger("aaaa")
+    # ids 0-3 (key a, seq 0-3): one commit made 2 and 1 visible together, listed in heap order 2, 1
+    together = deliver(ledger, [0, 2, 1, 3], position=[0, 1, 1, 2])
+    assert PerKeyOrderChecker().check(ledger, together).valid is True
+    # the same rows in two commits, 2 before 1: a reader could see seq 2 first
+    apart = deliver(ledger, [0, 2, 1, 3], position=[0, 1, 2, 3])
+    result = PerKeyOrderChecker().check(ledger, apart)
+    assert result.counts == {**result.counts, "gaps": 1, "non_monotonic": 1}
+    # a tie never hides what is missing when it became visible: 3 with 1 (2 still owed) is a gap
+    early = deliver(ledger, [0, 3, 1, 2], position=[0, 1, 1, 2])
+    result = PerKeyOrderChecker().check(ledger, early)
+    assert result.valid is False and [(v["kind"], v["id"]) for v in result.violations] == [
+        ("gap", 3), ("non_monotonic", 2)]
+
+
 def test_order_uses_partition_and_offset_when_there_is_no_position():
     ledger = make_ledger("aabb")
     output = deliver(ledger, [1, 3, 0, 2], partition=[0, 1, 0, 1], offset=[1, 1, 0, 0])
@@ -410,6 +426,7 @@ def test_aggregator_passes_a_well_formed_run():
         "batches_latency_judged": 3,
         "late_flushes": 0,
         "max_flush_latency_ms": 3000,
+        "max_unpaused_latency_ms": 3000,
     }
 
 
@@ -491,6 +508,20 @@ def test_aggregator_reports_a_late_flush_naming_the_oldest_record():
     assert violation["id"] == 4 and violation["key"] == "c"
     assert violation["latency_s"] == pytest.approx(3.6) and violation["limit_s"] == 3.5
     assert violation["produced_at"] == 104.0 and violation["emitted_at"] == 107.6
+
+
+def test_time_the_query_was_down_does_not_count_against_a_flush_but_only_where_it_overlaps_the_wait():
+    ledger = make_ledger(ABC)
+    # b2's oldest record (id 4) produced at 104.0, emitted at 109.6: 5.6 s against a limit of 3.5 s
+    output = batches(ledger, [("b1", [0, 1, 2, 3], 103.0), ("b2", [4, 5, 6], 109.6), ("b3", [7, 9, 8], 109.8)])
+    assert AGG.check(ledger, output).counts["late_flushes"] >= 1
+    down = AggregatorBatchChecker(max_batch_size=4, max_wait_s=3.0, slack_s=0.5, pauses=[(101.0, 106.5)])
+    result = down.check(ledger, output)  # 2.5 s of b2's wait (104.0-106.5) was downtime: 3.1 s counts
+    assert result.valid is True and result.counts["max_unpaused_latency_ms"] == 3100
+    outside = AggregatorBatchChecker(max_batch_size=4, max_wait_s=3.0, slack_s=0.5, pauses=[(95.0, 103.9)])
+    late = outside.check(ledger, output)  # downtime before the record was produced excuses nothing
+    assert late.valid is False and late.violations[0]["batch_id"] == "b2"
+    assert late.violations[0]["paused_s"] == 0.0
 
 
 def test_aggregator_without_emitted_at_is_unknown_never_a_pass():

@@ -54,3 +54,35 @@ def test_the_observer_reconnects_after_the_database_was_killed(stack):
         wait_for(lambda: observer.count() == 2, what="the row written after the restart", timeout=30)
     assert observer.error is None and observer.transient_errors >= 1
     assert observer.carries_keys is False
+
+
+def _prepare(dsn: str, table: str, gid: str, ids: list[int]) -> None:
+    with psycopg.connect(dsn) as conn:
+        for record in ids:
+            conn.execute(f"insert into {table} values ('a', %s)", (encode_value(record, record, 1.0, 64),))
+        conn.execute(f"prepare transaction '{gid}'")
+
+
+@pytest.mark.parametrize("orders_commits", [True, False], ids=["commit-times", "rounds-only"])
+def test_one_rounds_transactions_are_ordered_by_commit_not_by_where_their_rows_lie(stack, orders_commits):
+    dsn = stack.endpoints.postgres_dsn
+    table, early, late = f"obs_{uuid.uuid4().hex[:8]}", f"obs-{uuid.uuid4().hex[:8]}", f"obs-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"create table {table} (key text, value bytea)")
+        _prepare(dsn, table, late, [4, 5])  # first into the heap, committed last
+        _prepare(dsn, table, early, [1, 2, 3])
+        conn.execute(f"commit prepared '{early}'")
+        conn.execute(f"commit prepared '{late}'")
+        heap = [row[0] for row in conn.execute(f"select ctid::text from {table} order by ctid")]
+    observer = observer_for(OutputTarget("postgres", table, postgres_dsn=dsn))
+    if not orders_commits:
+        observer.orders_commits = False  # as on a server without track_commit_timestamp
+    with observer:  # started after both commits: one round finds the five rows
+        wait_for(lambda: observer.count() == 5, what="the five committed rows", timeout=20)
+    frame = observer.frame().sort_values(["position", "seq"], kind="stable")
+    assert len(heap) == 5 and observer.error is None
+    if orders_commits:
+        assert observer.orders_commits is True
+        assert list(frame["id"]) == [1, 2, 3, 4, 5] and list(frame["position"]) == [0, 0, 0, 1, 1]
+    else:
+        assert list(frame["position"]) == [0] * 5  # one round, no order within it

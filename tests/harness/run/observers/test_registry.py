@@ -13,6 +13,7 @@ import pytest
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.observers import OUTPUT_COLUMNS, OutputTarget, observer_classes, observer_for
+from streamcert.harness.run.observers.base import VISIBILITY_ORDER
 from streamcert.harness.run.observers.files import FilesObserver, committed_files
 from streamcert.harness.run.workload import encode_value
 from streamcert.harness.waiting import wait_for
@@ -135,3 +136,34 @@ def test_an_error_that_is_not_transient_stops_the_observer_and_is_reported(tmp_p
     with _Flaky(OutputTarget("files", str(tmp_path)), transient=1, final=ValueError("bad row")) as observer:
         wait_for(lambda: observer.error is not None, what="the observer's error", timeout=10)
     assert observer.error == "ValueError: bad row" and observer.transient_errors == 1
+
+
+class _Scripted(FilesObserver):
+    """Returns the given rounds, one per call, then nothing."""
+
+    idle_s = 0.01
+
+    def __init__(self, target, rounds: list[pd.DataFrame]) -> None:
+        super().__init__(target)
+        self.rounds = list(rounds)
+
+    def _read_new(self):
+        return self.rounds.pop(0) if self.rounds else None
+
+
+def _round(ids: list[int], order: list[int] | None = None) -> pd.DataFrame:
+    frame = pd.DataFrame({"key": ["k"] * len(ids), "value": [encode_value(i, i, 1.0, 64) for i in ids]})
+    if order is not None:
+        frame[VISIBILITY_ORDER] = order
+    return frame
+
+
+def test_positions_follow_rounds_and_tie_rows_the_round_says_became_visible_at_once(tmp_path):
+    rounds = [_round([1, 2]), _round([5, 3, 4, 6], order=[900, 100, 100, 900]), _round([7])]
+    with _Scripted(OutputTarget("files", str(tmp_path)), rounds) as observer:
+        wait_for(lambda: observer.count() == 7, what="the three rounds", timeout=10)
+    frame = observer.frame()
+    assert list(frame["id"]) == [1, 2, 5, 3, 4, 6, 7]
+    # round 2: its commit at 100 (ids 3, 4) before its commit at 900 (5, 6), each commit's rows tied
+    assert list(frame["position"]) == [0, 1, 3, 2, 2, 3, 4]
+    assert VISIBILITY_ORDER not in frame.columns
