@@ -24,7 +24,7 @@ from streamcert.harness.errors import StartupFailed
 __all__ = ["stop_cleanly", "repartition_state"]
 
 
-def stop_cleanly(driver, attempts: int = 4, batch_timeout: float = 180.0) -> int:
+def stop_cleanly(driver, attempts: int = 4, batch_timeout: float = 180.0, stop_timeout: float = 60.0) -> int:
     """Stop ``driver`` (a :class:`~streamcert.harness.run.driver.DriverProcess`) with its last batch committed;
     return it.
 
@@ -34,6 +34,9 @@ def stop_cleanly(driver, attempts: int = 4, batch_timeout: float = 180.0) -> int
     from the checkpoint (which replays and commits that batch) and stopped again.
     """
     for _attempt in range(attempts):
+        # the Python driver alone is asked (stop_gracefully); a SIGTERM to the whole process group, as stop() sends,
+        # reaches the JVM and the Python source runner too, and fails the query mid-plan instead
+        driver.stop_gracefully(stop_timeout)
         driver.stop()
         state = driver.checkpoint()
         if state.pending is None and state.latest_commit is not None:
