@@ -233,6 +233,20 @@ def test_a_micro_batch_pipeline_slower_than_its_input_is_not_sustained(period_s)
     assert figures["backlog_growth_per_s"] == pytest.approx(150, rel=0.25)
 
 
+@pytest.mark.parametrize("period_s", [4.5, 5.0, 5.5, 6.0])
+def test_long_batches_are_judged_on_the_backlogs_floor_not_on_where_a_short_probes_few_teeth_fell(period_s):
+    # seen: the Kafka 2PC sink (~5 s batches) at 4,000 records/s, output 3,902/s, judged growing at 329 records/s
+    # (8 %) by a line through three teeth; the same sink behind the reference source then kept 10,000 records/s
+    keeps_up = measure_run(*_batched(rate=4000, seconds=20, period_s=period_s, commit_s=2.0), rate=4000,
+                           record_bytes=100)
+    assert keeps_up["sustained"] is True, keeps_up["backlog_growth_per_s"]
+    assert keeps_up["growth_window_s"] >= period_s
+    behind = measure_run(*_batched(rate=4000, seconds=20, period_s=period_s, commit_s=2.0, capacity=3600),
+                         rate=4000, record_bytes=100)
+    assert behind["sustained"] is False
+    assert behind["backlog_growth_per_s"] == pytest.approx(400, rel=0.6)
+
+
 #: Records made visible each second by a real probe of the Kafka 2PC sink at 1,000 records/s (20 s of load from
 #: second 0): batches of irregular size every one to two seconds, keeping up.
 _SEEN_DELIVERIES = [138, 1473, 0, 1126, 1534, 0, 1288, 1446, 1378, 1042, 878, 1229, 0, 1149, 1257, 1262, 1324, 0,
@@ -251,3 +265,24 @@ def test_a_pipeline_delivering_irregular_batches_that_keep_up_is_sustained():
     output = pd.DataFrame({"id": ids, "produced_at": produced, "visible_at": visible})
     figures = measure_run(output, ledger, [{"kind": "driver-start", "time": ORIGIN}], rate=1000, record_bytes=100)
     assert figures["sustained"] is True, figures["backlog_growth_per_s"]
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_rate_search_probes_last_ten_teeth_of_the_sawtooth_the_sustained_probes_showed(monkeypatch, tmp_path, quick):
+    from streamcert.benchmarks import bench
+
+    asked: list[tuple[float, float]] = []
+
+    def fake_run(env, case, settings, rate, duration_s, folder, seed, with_faults):
+        asked.append((rate, duration_s))
+        held = rate <= 3000
+        # a saturated pipeline's latency (and so its tooth estimate) is its backlog's: it must not lengthen probes
+        return {"sustained": held, "growth_window_s": 6 if held else 10, "output_records_per_s": min(rate, 3000)}
+
+    monkeypatch.setattr(bench, "run_case", fake_run)
+    settings = BenchSettings(rate=None, quick=quick, probe_duration_s=20.0)
+    found = bench._search_rate(None, bench.CASES["builtin"], settings, 100_000.0, tmp_path, bench._Progress())
+    assert 2700 <= found["max_rate"] <= 3000
+    assert asked[0] == (1000.0, 20.0)  # nothing known yet about its batches
+    probes = asked[1:]
+    assert probes and {duration for _, duration in probes} == {37.5 if quick else 60.0}
