@@ -84,3 +84,29 @@ def test_the_wait_ends_when_all_is_seen_when_settled_and_at_the_quiet_bound():
     assert wait_until_seen(_Observer([1]), busy, {1, 2}, 1.0, Settling(0.3))["reason"] == "quiet_timeout"
     quiet = wait_until_seen(_Observer([1]), _Driver(), {1, 2}, 0.5, Settling(0.0))
     assert quiet["reason"] == "quiet_timeout" and quiet["waited_s"] >= 0.5
+
+
+class _MovingCheckpoint:
+    """Commits a batch every call until ``batches`` ran, then stands still."""
+
+    def __init__(self, batches: int) -> None:
+        self.batches, self.calls = batches, 0
+
+    def __call__(self):
+        self.calls += 1
+        done = min(self.calls // 3, self.batches)
+        return type("State", (), {"latest_commit": done, "pending": None if done == self.batches else done + 1})()
+
+
+def test_a_query_still_planning_and_committing_batches_is_not_quiet_however_long_its_output_waits():
+    driver = _Driver(events=("started", "progress"))
+    driver.checkpoint = _MovingCheckpoint(batches=5)  # a checkpoint that moves for ~5 x 3 polls of 0.2 s
+    waited = wait_until_seen(_Observer([1]), driver, {1, 2}, 2.0, Settling(0.0))
+    assert waited["reason"] == "quiet_timeout" and waited["waited_s"] >= 3.5  # 2 s only after it stood still
+
+
+def test_batches_that_never_stop_moving_the_checkpoint_still_meet_a_bound_on_the_output():
+    driver = _Driver(events=("started", "progress"))
+    driver.checkpoint = _MovingCheckpoint(batches=10**6)  # ticks forever, never an output row
+    waited = wait_until_seen(_Observer([1]), driver, {1, 2}, 0.5, Settling(0.0))
+    assert waited["reason"] == "quiet_timeout" and 1.5 <= waited["waited_s"] < 5.0
