@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckpointState", "batch_ids", "read_offsets", "batch_conf", "batch_timestamp", "state_partitions",
+__all__ = ["CheckpointState", "batch_ids", "read_batch", "read_offsets", "batch_conf", "state_partitions",
            "checkpoint_state"]
 
 
@@ -26,24 +26,23 @@ def batch_ids(checkpoint: Path, log: str) -> list[int]:
     return sorted(int(entry.name) for entry in folder.iterdir() if entry.name.isdigit())
 
 
-def read_offsets(checkpoint: Path, batch_id: int) -> list[Any]:
-    """The source offsets recorded for ``batch_id``: one parsed JSON value per source (None if absent)."""
+def read_batch(checkpoint: Path, batch_id: int) -> tuple[dict[str, Any], list[Any]]:
+    """``offsets/<batch_id>`` read once: the batch's metadata (``batchTimestampMs``, ``conf``, ...) and its source
+    offsets, one parsed JSON value per source (None if absent)."""
     lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
     # line 0: version marker, line 1: batch metadata, then one line per source
-    return [None if line.strip() in ("", "-") else json.loads(line) for line in lines[2:]]
+    offsets = [None if line.strip() in ("", "-") else json.loads(line) for line in lines[2:]]
+    return json.loads(lines[1]), offsets
+
+
+def read_offsets(checkpoint: Path, batch_id: int) -> list[Any]:
+    """The source offsets recorded for ``batch_id``: one parsed JSON value per source (None if absent)."""
+    return read_batch(checkpoint, batch_id)[1]
 
 
 def batch_conf(checkpoint: Path, batch_id: int) -> dict[str, str]:
     """The session settings Spark pinned in ``offsets/<batch_id>`` (shuffle partitions, state store, ...)."""
-    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
-    return dict(json.loads(lines[1]).get("conf", {}))
-
-
-def batch_timestamp(checkpoint: Path, batch_id: int) -> float | None:
-    """When Spark planned ``batch_id`` (epoch seconds; ``batchTimestampMs`` of ``offsets/<batch_id>``), or None."""
-    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
-    millis = json.loads(lines[1]).get("batchTimestampMs")
-    return millis / 1000 if isinstance(millis, (int, float)) else None
+    return dict(read_batch(checkpoint, batch_id)[0].get("conf", {}))
 
 
 def state_partitions(checkpoint: Path) -> int | None:

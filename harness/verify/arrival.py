@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from streamcert.harness.run.checkpoint import batch_ids, batch_timestamp, read_offsets
+from streamcert.harness.run.checkpoint import batch_ids, read_batch
 
 __all__ = ["arrival_times"]
 
@@ -41,10 +41,12 @@ def _batch_ranges(checkpoint: Path, topic: str) -> list[tuple[float, dict[int, t
     batches, previous, previous_id = [], {}, -1
     for batch_id in batch_ids(checkpoint, "offsets"):
         try:
-            ends = [_topic_offsets(offsets, topic) for offsets in read_offsets(checkpoint, batch_id)]
-            planned = batch_timestamp(checkpoint, batch_id)
+            metadata, offsets = read_batch(checkpoint, batch_id)
         except (OSError, ValueError, IndexError):  # a log file cut by a kill: the batch is planned again
             continue
+        ends = [_topic_offsets(source, topic) for source in offsets]
+        millis = metadata.get("batchTimestampMs")
+        planned = millis / 1000 if isinstance(millis, (int, float)) else None
         end = next((found for found in ends if found), None)
         if end is None or planned is None:
             continue

@@ -469,8 +469,7 @@ class AggregatorBatchChecker(_ColumnChecker):
             return []
         # A batch is visible once its last row is out, so the batch's latest emitted_at counts.
         emitted = np.maximum.reduceat(_floats(batches.output, "emitted_at", batches.rows), batches.starts)
-        produced = _produced_at(ledger, batches.ids[eligible])
-        arrived = _arrived_at(ledger, batches.ids[eligible], produced)
+        produced, arrived = _produced_and_arrived(ledger, batches.ids[eligible])
         judged, oldest = _group_argmin(batches.batch[eligible], arrived)
         oldest_rows = batches.rows[eligible[oldest]]
         latency = emitted[judged] - arrived[oldest]
@@ -623,21 +622,17 @@ def _cross_batch(
     )
 
 
-def _produced_at(ledger: pd.DataFrame, ids: np.ndarray) -> np.ndarray:
+def _produced_and_arrived(ledger: pd.DataFrame, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """When each record was produced, and when the query read it (ledger ``arrived_at``, never before it was
+    produced; the produce time where the column is missing or has no value)."""
     where = _positions(_ints(ledger, "id"), ids)
     produced = ledger["produced_at"].to_numpy(dtype=np.float64)[where]
     if np.isnan(produced).any():
         raise ValueError(f"ledger.produced_at has {int(np.isnan(produced).sum())} missing values")
-    return produced
-
-
-def _arrived_at(ledger: pd.DataFrame, ids: np.ndarray, produced: np.ndarray) -> np.ndarray:
-    """When the query read each record (ledger ``arrived_at``, never before it was produced); produced where the
-    column is missing or has no value."""
     if "arrived_at" not in ledger.columns:
-        return produced
-    arrived = ledger["arrived_at"].to_numpy(dtype=np.float64)[_positions(_ints(ledger, "id"), ids)]
-    return np.where(np.isnan(arrived), produced, np.maximum(arrived, produced))
+        return produced, produced
+    arrived = ledger["arrived_at"].to_numpy(dtype=np.float64)[where]
+    return produced, np.where(np.isnan(arrived), produced, np.maximum(arrived, produced))
 
 
 def _group_argmin(groups: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
