@@ -131,8 +131,13 @@ def _is_task_worker(pid: int, argv: list[str]) -> bool:
 
 def python_task_workers(driver: Any) -> list[int]:
     """Pids of the Python workers that run tasks for the driver's current attempt (in executors or local mode)."""
-    pids = set(processes_with_token(_driver_token(driver), DRIVER_TOKEN_VAR))
-    for jvm in _executors_by_driver_url(driver).values():
+    carriers = _carriers(driver)
+    return _task_workers(carriers, _executors_among(carriers, driver))
+
+
+def _task_workers(carriers: list[int], executors: dict[str, int]) -> list[int]:
+    pids = set(carriers)
+    for jvm in executors.values():
         pids.update(_descendants(jvm))
     return sorted(pid for pid in pids if _is_task_worker(pid, _argv(pid)))
 
@@ -141,13 +146,33 @@ def executor_jvms(driver: Any) -> dict[str, int]:
     """Executor id -> pid of the executor JVMs of the driver's current attempt (none in local mode).
 
     Executors the driver's own JVM forks (``local-cluster``) carry its token; those a standalone worker launches
-    do not (they get the worker's environment), and are known by the driver address they connect to."""
+    do not (they get the worker's environment), and are known by the driver address they connect to. That search
+    reads every process's sockets (a few hundred milliseconds on a busy machine), so it is made only on a
+    ``spark://`` master and when no executor carries the token: a fault watching for a moment asks many times a
+    second."""
+    return _executors_among(_carriers(driver), driver)
+
+
+def _carriers(driver: Any) -> list[int]:
+    """The processes carrying the token of the driver's current attempt."""
+    return list(processes_with_token(_driver_token(driver), DRIVER_TOKEN_VAR))
+
+
+def _executors_among(carriers: list[int], driver: Any) -> dict[str, int]:
     found = {}
-    for pid in processes_with_token(_driver_token(driver), DRIVER_TOKEN_VAR):
+    for pid in carriers:
         argv = _argv(pid)
         if _EXECUTOR_CLASS in argv and "--executor-id" in argv[:-1]:
             found[argv[argv.index("--executor-id") + 1]] = pid
-    return {**_executors_by_driver_url(driver), **found}
+    if found or not _may_have_standalone_executors(driver):
+        return found
+    return _executors_by_driver_url(driver)
+
+
+def _may_have_standalone_executors(driver: Any) -> bool:
+    """Whether a standalone worker may run the driver's executors (a ``spark://`` master, or one not known)."""
+    master = getattr(getattr(driver, "spec", None), "master", None)
+    return master is None or str(master).startswith("spark://")
 
 
 def _descendants(pid: int) -> list[int]:
@@ -185,14 +210,29 @@ def _executors_by_driver_url(driver: Any) -> dict[str, int]:
     return {executor: pid for executor, (pid, port) in candidates.items() if port in ports}
 
 
+#: pid -> (its start time, its JVM socket's fd): a worker keeps that socket for life, and finding it reads every
+#: socket of the machine (tens of milliseconds), which :func:`is_idle` would do for each worker at every look.
+_JVM_SOCKETS: dict[int, tuple[float, int]] = {}
+
+
 def _jvm_socket_fd(pid: int) -> int | None:
     """The worker's connection to the JVM: its lowest-numbered socket, open before the worker ran any code."""
     try:
-        sockets = psutil.Process(pid).net_connections(kind="all")
+        process = psutil.Process(pid)
+        started = process.create_time()
+        known = _JVM_SOCKETS.get(pid)
+        if known is not None and known[0] == started:
+            return known[1]
+        sockets = process.net_connections(kind="all")
     except psutil.Error:
         return None
     fds = [connection.fd for connection in sockets if connection.fd >= 0]
-    return min(fds) if fds else None
+    if not fds:
+        return None
+    if len(_JVM_SOCKETS) > 4096:  # workers come and go over a long run; the ended ones' entries are dead weight
+        _JVM_SOCKETS.clear()
+    _JVM_SOCKETS[pid] = (started, min(fds))
+    return min(fds)
 
 
 def _syscall(pid: int) -> list[str]:
@@ -224,9 +264,12 @@ def busy_workers(driver: Any) -> list[int]:
 
 def busy_workers_by_executor(driver: Any) -> dict[str, list[int]]:
     """Executor id -> its Python workers running a task (``local-cluster``; empty in local mode)."""
-    executors = executor_jvms(driver)
+    carriers = _carriers(driver)
+    executors = _executors_among(carriers, driver)
     found: dict[str, list[int]] = {}
-    for pid in busy_workers(driver):
+    for pid in _task_workers(carriers, executors):
+        if is_idle(pid):
+            continue
         host = next((eid for eid, jvm in executors.items() if jvm in ancestors(pid, 2)), None)
         if host is not None:
             found.setdefault(host, []).append(pid)

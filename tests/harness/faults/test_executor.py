@@ -259,3 +259,46 @@ def test_an_executor_fault_on_a_remote_master_whose_executors_are_elsewhere_is_s
     driver = SimpleNamespace(spec=SimpleNamespace(master="spark://10.0.0.5:7077"), is_running=lambda: True)
     with pytest.raises(FaultNotApplicable, match="No executor of the query runs on this machine"):
         module.strike_wait(driver, lambda: None, "Python worker", "", timeout=1)
+
+
+@pytest.mark.parametrize("master, searched", [("local-cluster[3,1,1024]", False), ("spark://10.0.0.5:7077", True)])
+def test_executors_carrying_the_token_are_found_without_reading_every_process_s_sockets(monkeypatch, master,
+                                                                                         searched):
+    """A zombie's watch asks for the executors many times a second: the socket search (hundreds of milliseconds
+    on a busy machine) is made only on a spark:// master whose executors carry no token."""
+    from streamcert.harness.faults import executor as module
+
+    argv = {11: ["java", module._EXECUTOR_CLASS, "--executor-id", "0"], 12: ["python", "-m", "streamcert"]}
+    searches = []
+    monkeypatch.setattr(module, "_carriers", lambda driver: [11, 12])
+    monkeypatch.setattr(module, "_argv", lambda pid: argv.get(pid, []))
+    monkeypatch.setattr(module, "_executors_by_driver_url", lambda driver: searches.append(1) or {"7": 70})
+    driver = SimpleNamespace(spec=SimpleNamespace(master=master))
+    assert module.executor_jvms(driver) == {"0": 11} and not searches
+    monkeypatch.setattr(module, "_carriers", lambda driver: [12])
+    assert module.executor_jvms(driver) == ({"7": 70} if searched else {}) and bool(searches) == searched
+
+
+def test_a_worker_s_jvm_socket_is_looked_up_once_per_process_not_once_per_pid(monkeypatch):
+    """The lookup is cached by pid and start time: a new process that reuses a pid is looked up again."""
+    from streamcert.harness.faults import executor as module
+
+    lookups = []
+
+    class _Process:
+        def __init__(self, pid):
+            self.pid = pid
+
+        def create_time(self):
+            return started[0]
+
+        def net_connections(self, kind):
+            lookups.append(self.pid)
+            return [SimpleNamespace(fd=fd) for fd in (9, 4, -1)]
+
+    started = [100.0]
+    monkeypatch.setattr(module.psutil, "Process", _Process)
+    monkeypatch.setattr(module, "_JVM_SOCKETS", {})
+    assert [module._jvm_socket_fd(5) for _ in range(3)] == [4, 4, 4] and lookups == [5]
+    started[0] = 200.0
+    assert module._jvm_socket_fd(5) == 4 and lookups == [5, 5]
