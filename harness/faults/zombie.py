@@ -38,6 +38,10 @@ ZOMBIE_SPARK_CONF = {"spark.executor.heartbeatInterval": "1s",
                      "spark.network.timeoutInterval": "1s"}
 #: How long a worker must stay busy to count as running a task (one finishing a task is busy a few ms).
 _STILL_BUSY_S = 0.03
+#: Whole batches the output is watched for a row appearing mid-task (the first one seen may have begun before),
+#: and the longest the watch lasts whatever the batches do.
+_OUTPUT_WATCH_BATCHES = 3
+_OUTPUT_WATCH_CAP_S = 60.0
 #: Latest thaw after Spark declared the executors lost. A standalone worker SIGKILLs a lost executor's JVM 10 s
 #: after asking it to stop; its frozen Python workers then form an orphaned process group with stopped members,
 #: which the kernel sends SIGHUP (and SIGCONT): they die, and a later thaw finds no zombie left to run.
@@ -119,7 +123,7 @@ class TaskZombie(Fault):
     """Freeze executors while they run tasks, let Spark replace them, then thaw them: zombie task attempts.
 
     ``start`` slows the output's link (``sink_latency_ms``) and waits for the output to grow while Python workers
-    run tasks of a pending batch (a task making rows visible; six batches' time, with the run's observer, unless
+    run tasks of a pending batch (a task making rows visible; three whole batches, with the run's observer, unless
     an earlier watch of the run saw none) and freezes every executor whose workers were busy during that batch,
     else (up to ``busy_s``) for one worker that stays busy in a task of a pending batch and freezes its executor:
     SIGSTOP to the executor JVM and every process under it (workers first). Then it waits (up to ``hold_s``) until
@@ -157,7 +161,7 @@ class TaskZombie(Fault):
     def _worth_watching_output(self, tries: list[dict[str, Any]]) -> bool:
         """Watch the output for a moment unless a try of this zombie froze at one already (it missed: try a
         running task instead) or an earlier watch in this run saw no row appear mid-task (a sink that shows rows
-        only in its commit never will: each watch would cost six batches for nothing)."""
+        only in its commit never will: each watch would cost three batches for nothing)."""
         earlier = [attempt for event in self.history.events("fault-start") if event.get("fault") == "task_zombie"
                    for attempt in (*event.get("missed", ()), event)]
         if any(attempt.get("moment") == "output_grew" for attempt in tries):
@@ -207,22 +211,24 @@ class TaskZombie(Fault):
         """When and what to freeze: executor id -> its busy workers."""
         observer = self.context.observer
         if observer is not None and output_moment:
-            look: dict[str, Any] = {"mark": observer.visible_mark(), "batch": None, "busy": {}}
+            look: dict[str, Any] = {"mark": observer.visible_mark(), "batch": None, "busy": {}, "batches": set()}
             grew = within(lambda: self._grew_mid_task(observer, look), what="the output to grow mid-task",
-                          timeout=self._output_watch_s(), interval=0.003)
+                          timeout=_OUTPUT_WATCH_CAP_S, interval=0.003, abort=lambda: self._watched_enough(look))
             if grew:
                 return "output_grew", grew
         running = within(self._still_busy, what="an executor running a Python task", timeout=self.params.busy_s,
                          interval=0.005)
         return "task_running", running or {}
 
-    def _output_watch_s(self) -> float:
-        """Six typical batches, 5 to 15 s: a sink that shows rows from its tasks shows them in that time, with a
-        task still running at one of those moments; an exactly-once sink never does (its rows show in the
-        driver's commit), and the zombie falls back to any moment a task runs."""
-        from streamcert.harness.faults.driver import typical_batch_ms
-
-        return min(15.0, max(5.0, 6 * typical_batch_ms(self.driver) / 1000))
+    def _watched_enough(self, look: dict[str, Any]) -> str | None:
+        """Why the output watch ends without a moment: :data:`_OUTPUT_WATCH_BATCHES` whole batches ran under it
+        (a sink that shows rows from its tasks shows them by then; an exactly-once sink never does, its rows show
+        in the driver's commit), or the driver stopped. Counted in batches, not seconds: the slowed link makes a
+        batch several times longer than before the watch."""
+        # the first batch seen may have begun before the watch, the last one has just begun
+        if len(look["batches"]) >= _OUTPUT_WATCH_BATCHES + 2:
+            return f"{_OUTPUT_WATCH_BATCHES} batches ran with no row appearing mid-task"
+        return None if self.driver.is_running() else "the driver is not running"
 
     def _grew_mid_task(self, observer: Any, look: dict[str, Any]) -> dict[str, list[int]] | None:
         """The output grew while a batch is pending and a task still runs: every executor whose workers were busy
@@ -231,6 +237,8 @@ class TaskZombie(Fault):
         pending = self.driver.checkpoint().pending
         if pending != look.get("batch"):
             look["batch"], look["busy"] = pending, {}
+            if pending is not None:
+                look["batches"].add(pending)
         busy_now = busy_workers_by_executor(self.driver)
         for eid, pids in busy_now.items():
             look["busy"].setdefault(eid, set()).update(pids)

@@ -64,9 +64,13 @@ class _Checkpoint:
 class _Driver:
     def __init__(self):
         self.pending = 4
+        self.running = True
 
     def checkpoint(self):
         return _Checkpoint(self.pending)
+
+    def is_running(self):
+        return self.running
 
 
 class _Output:
@@ -85,7 +89,7 @@ def test_rows_that_show_while_no_task_runs_are_no_moment_to_freeze(tmp_path, mon
                         FaultContext(driver=driver, history=History(), workdir=tmp_path, observer=output))
     busy = {"1": [101]}
     monkeypatch.setattr(module, "busy_workers_by_executor", lambda _driver: dict(busy))
-    look = {"mark": 0, "batch": None, "busy": {}}
+    look = {"mark": 0, "batch": None, "busy": {}, "batches": set()}
     assert fault._grew_mid_task(output, look) is None  # nothing new yet; executor 1 busy in batch 4
     busy.clear()
     output.mark = 10  # a two-phase sink's driver commit: the rows show after every task finished
@@ -96,3 +100,30 @@ def test_rows_that_show_while_no_task_runs_are_no_moment_to_freeze(tmp_path, mon
     driver.pending = None
     output.mark = 30  # no batch pending: nothing to lose
     assert fault._grew_mid_task(output, look) is None
+
+
+def test_the_output_watch_lasts_whole_batches_however_long_the_slowed_link_makes_them(tmp_path, monkeypatch):
+    """Six batches' time measured before the watch ended it before the first slowed batch's tasks even began
+    (the commit-in-write mutant then froze a task that could not write, and passed SNK-6): the watch ends after
+    three whole batches, or when the driver stops."""
+    from streamcert.harness.faults import zombie as module
+
+    driver, output = _Driver(), _Output()
+    fault = build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {}),
+                        FaultContext(driver=driver, history=History(), workdir=tmp_path, observer=output))
+    monkeypatch.setattr(module, "busy_workers_by_executor", lambda _driver: {"1": [101]})
+    look = {"mark": 0, "batch": None, "busy": {}, "batches": set()}
+    for pending in (4, None, 5, 6, None, 7):
+        driver.pending = pending
+        assert fault._grew_mid_task(output, look) is None and fault._watched_enough(look) is None
+    driver.pending = 8  # batch 4 may have begun before the watch: 5, 6 and 7 ran whole under it
+    fault._grew_mid_task(output, look)
+    assert "3 batches ran with no row appearing mid-task" in fault._watched_enough(look)
+    driver.running = False
+    assert fault._watched_enough({"batches": set()}) == "the driver is not running"
+    # no row ever appears mid-task: the moment falls back to a running task, found after the watched batches
+    driver.running, driver.pending = True, 9
+    monkeypatch.setattr(fault, "_still_busy", lambda: {"1": [101]})
+    batches = iter(range(10, 100))
+    monkeypatch.setattr(driver, "checkpoint", lambda: _Checkpoint(next(batches)))
+    assert fault._moment(output_moment=True) == ("task_running", {"1": [101]})
