@@ -19,6 +19,18 @@ def _name(mutant) -> str:
     return mutant.reference.split(".")[-1].split(":")[0]
 
 
+#: Mutants whose certification takes two to three minutes (a driver-kills run restarting a stateful query six
+#: times, or the full plan's rescale): ``tox -e mutants`` and ``tox -e long`` certify them, the default run does
+#: not, to stay within its half hour. The default run still catches a mutant of each kind end to end, and every
+#: requirement these break has its checker shown failing on crafted histories in tests/harness/verify.
+LONG_RUNS = frozenset({"kafka_ledger_outside_txn", "aggregator_emits_after_barrier", "aggregator_virtual_keys"})
+
+
+def _certified(mutants) -> list:
+    return [pytest.param(m, id=_name(m), marks=[pytest.mark.slow] if _name(m) in LONG_RUNS else [])
+            for m in mutants]
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=_name)
 def test_a_mutant_is_marked_broken_names_its_bug_and_claims_what_it_breaks(mutant):
     module = importlib.import_module(mutant.reference.split(":")[0])
@@ -33,6 +45,9 @@ def test_the_mutants_cover_sources_and_sinks_with_distinct_bugs():
     kinds = {load_connector(m.reference).kind for m in MUTANTS}
     assert {"source", "sink", "aggregator"} <= kinds
     assert len({m.reference for m in MUTANTS}) == len(MUTANTS) >= 10
+    assert LONG_RUNS <= {_name(m) for m in MUTANTS}
+    in_default_run = {load_connector(m.reference).kind for m in MUTANTS if _name(m) not in LONG_RUNS}
+    assert in_default_run == kinds  # each kind is caught end to end in the default run
 
 
 @pytest.fixture
@@ -49,7 +64,7 @@ def tidy_database(stack):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("mutant", MUTANTS, ids=_name)
+@pytest.mark.parametrize("mutant", _certified(MUTANTS))
 def test_each_mutant_fails_exactly_the_requirements_its_bug_breaks(mutant, tidy_database, tmp_path):
     result = certify(prepare([mutant.reference], mutant.requirements, seed=mutant.seed, quick=mutant.quick), tmp_path,
                      environment=tidy_database)
