@@ -308,6 +308,7 @@ def run_case(env: Any, case: BenchCase, settings: BenchSettings, rate: float, du
     figures = measure_run(output, ledger, result.history, rate, settings.record_bytes,
                           result.metrics.get("recovery"))
     figures["achieved_input_rate"] = (result.metrics.get("load") or {}).get("achieved_rate")
+    figures.update(observer_figures(result.metrics.get("observer_read_lag")))
     shift = figures["origin"] - result.history[0]["time"] if result.history else 0.0
     figures["faults"] = [{**w, "start_s": w["start_s"] - shift,
                           "stop_s": None if w["stop_s"] is None else w["stop_s"] - shift}
@@ -316,6 +317,20 @@ def run_case(env: Any, case: BenchCase, settings: BenchSettings, rate: float, du
     if failure:  # its figures stay as evidence; the repeat is not one of the case's numbers
         return {**run, **figures, "sustained": False, "error": failure}
     return {**run, **figures}
+
+
+#: Share of a run's samples in which the observer had more than one round's worth of output unread, above which its
+#: latency figures are the observer's as much as the connector's (rows are stamped visible when read).
+OBSERVER_BOUND_SHARE = 0.05
+
+
+def observer_figures(lag: dict[str, Any] | None) -> dict[str, Any]:
+    """How far the harness's own reader fell behind the output (``observer_read_lag`` of the run's metrics), and
+    whether that bounds the run's latency figures: ``observer_bound`` None where the output kind cannot tell."""
+    if not lag:
+        return {"observer_unread_max": None, "observer_bound": None}
+    return {"observer_unread_max": lag.get("max_unread"),
+            "observer_bound": bool(lag.get("behind_share", 0.0) > OBSERVER_BOUND_SHARE)}
 
 
 def _query_failure(history: list[dict[str, Any]]) -> str | None:
@@ -331,7 +346,7 @@ def _query_failure(history: list[dict[str, Any]]) -> str | None:
 # -- repeats and ratios -----------------------------------------------------------------
 
 _SCALARS = ("input_records_per_s", "output_records_per_s", "output_mb_per_s", "latency_p50_ms", "latency_p99_ms",
-            "backlog_max", "drain_s", "redelivered")
+            "backlog_max", "drain_s", "redelivered", "observer_unread_max")
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:
@@ -361,6 +376,7 @@ def summarize_repeats(runs: list[dict[str, Any]], raw: list[dict[str, Any] | Non
         "latency_ms": {k: v["median"] for k, v in latency.items() if v},
         "spread": {**spreads, **{f"latency_{k}_ms": v for k, v in latency.items()}},
         "share_of_raw_consume": _spread(of_raw),
+        "observer_bound_repeats": sum(1 for run in good if run.get("observer_bound")),
     }
 
 
@@ -380,7 +396,10 @@ def comparisons(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                     ratios[figure].append(a[figure] / b[figure])
         # A ratio of a case that did not keep up compares a saturated pipeline: say so beside it.
         unsustained = [case for case in (top, bottom) if cases[case].get("sustained") is False]
+        # ... and a case whose output the harness's reader could not keep up with measured the reader too
+        observer_bound = [case for case in (top, bottom) if cases[case].get("observer_bound_repeats")]
         found[name] = {"numerator": top, "denominator": bottom, "not_sustained": unsustained,
+                       "observer_bound": observer_bound,
                        **{figure: _spread(values) for figure, values in ratios.items()}}
     return found
 
@@ -511,7 +530,8 @@ def _measure_all(env: Any, settings: BenchSettings, cases: list[BenchCase], out:
 
 def _summarize_ceiling(raw: dict[str, Any]) -> None:
     ceilings = [c for c in raw["runs"] if "error" not in c]
-    for figure in ("produce_records_per_s", "consume_records_per_s", "produce_mb_per_s", "consume_mb_per_s"):
+    for figure in ("produce_records_per_s", "consume_records_per_s", "produce_mb_per_s", "consume_mb_per_s",
+                   "observer_records_per_s"):
         raw[figure] = _spread([c[figure] for c in ceilings])
 
 

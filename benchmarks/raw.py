@@ -1,6 +1,9 @@
 """The raw ceiling of this machine: librdkafka (confluent-kafka) producing to and consuming from the broker directly,
 no Spark and no Toxiproxy. Every connector figure of a benchmark is also given as a fraction of it, measured in the
-same run (absolute numbers on a shared machine drift; ratios measured side by side hold)."""
+same run (absolute numbers on a shared machine drift; ratios measured side by side hold).
+
+It also measures the harness's own reader: the Kafka observer that stamps each output record visible, reading the
+same records alone. A case whose output comes near that rate measures the observer as much as the connector."""
 
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ class RawCeiling:
     consume_mb_per_s: float
     records: int
     record_bytes: int
+    #: the harness's Kafka observer reading the same records alone (no load generator beside it); None: not measured
+    observer_records_per_s: float | None = None
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -102,7 +107,26 @@ def measure_raw_ceiling(bootstrap_direct: str, record_bytes: int, partitions: in
     consume_s = time.perf_counter() - began
     if read != records:
         raise RuntimeError(f"the raw consumer read {read} of the {records} records produced")
+    observer_s = _observer_read_seconds(bootstrap_direct, topic, records)
     mb = records * record_bytes / 1e6
     return RawCeiling(produce_records_per_s=round(records / produce_s, 1), produce_mb_per_s=round(mb / produce_s, 3),
                       consume_records_per_s=round(records / consume_s, 1), consume_mb_per_s=round(mb / consume_s, 3),
-                      records=records, record_bytes=record_bytes)
+                      records=records, record_bytes=record_bytes,
+                      observer_records_per_s=round(records / observer_s, 1) if observer_s else None)
+
+
+def _observer_read_seconds(bootstrap: str, topic: str, records: int, timeout_s: float = 120.0) -> float | None:
+    """Seconds the run's Kafka observer takes to read and decode ``records`` of ``topic`` from the start; None when
+    it did not finish within ``timeout_s``."""
+    from streamcert.harness.run.observers.base import OutputTarget
+    from streamcert.harness.run.observers.kafka import KafkaObserver
+
+    observer = KafkaObserver(OutputTarget("kafka", topic, bootstrap_servers=bootstrap))
+    began = time.perf_counter()
+    with observer:
+        deadline = began + timeout_s
+        while observer.count() < records and time.perf_counter() < deadline and observer.error is None:
+            time.sleep(0.01)
+        seconds = time.perf_counter() - began
+        done = observer.count() >= records
+    return seconds if done else None

@@ -278,6 +278,8 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         result.checks = [check.to_dict() for check in results]
         result.valid = combined_valid(results)
         result.metrics.update(summarize(output, ledger.frame, run.history.events(), _origin(run.history)))
+        lag = run.observer.read_lag()
+        result.metrics["observer_read_lag"] = lag.as_dict() if lag is not None else None
         result.complete = True
     except BaseException as exc:
         result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"

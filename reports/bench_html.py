@@ -72,6 +72,9 @@ def _cases_table(results: dict[str, Any]) -> str:
         share_text = _spread({k: v * 100 if k != "n" else v for k, v in share.items()}, 1, " %") if share else "–"
         failed = body.get("failed_repeats") or 0
         note = f'<br><span class="bad-text">{failed} repeat(s) failed</span>' if failed else ""
+        bound = body.get("observer_bound_repeats") or 0
+        note += (f'<br><span class="bad-text">observer-bound in {bound} repeat(s): the harness read the output '
+                 "behind it, latency includes that</span>") if bound else ""
         sustained = body.get("sustained")
         rows.append(
             f'<tr><td><a href="#case-{escape(name)}"><b>{escape(name)}</b></a>{note}</td>'
@@ -104,8 +107,11 @@ def _comparisons(results: dict[str, Any]) -> str:
 
 def _not_sustained(body: dict[str, Any]) -> str:
     cases = body.get("not_sustained") or []
-    return (f'<br><span class="bad-text">not sustained: {escape(", ".join(cases))} (a saturated pipeline: the '
+    bound = body.get("observer_bound") or []
+    text = (f'<br><span class="bad-text">not sustained: {escape(", ".join(cases))} (a saturated pipeline: the '
             "ratio is not one of highest sustained rates)</span>") if cases else ""
+    return text + (f'<br><span class="bad-text">observer-bound: {escape(", ".join(bound))} (the harness read its '
+                   "output behind it: the ratio measures the reader too)</span>" if bound else "")
 
 
 def _raw(results: dict[str, Any]) -> str:
@@ -113,11 +119,15 @@ def _raw(results: dict[str, Any]) -> str:
     runs = raw.get("runs") or []
     errors = [run["error"] for run in runs if "error" in run]
     cells = "".join(f"<td>{_spread(raw.get(k), 1 if 'mb' in k else 0)}</td>" for k in (
-        "produce_records_per_s", "produce_mb_per_s", "consume_records_per_s", "consume_mb_per_s"))
+        "produce_records_per_s", "produce_mb_per_s", "consume_records_per_s", "consume_mb_per_s",
+        "observer_records_per_s"))
     note = f'<p class="bad-text">{escape(errors[0])}</p>' if errors else ""
     return ("<h2>Raw ceiling of this machine</h2><p class=\"muted\">librdkafka straight to the broker (no Spark, no "
-            "proxy), measured in every repeat.</p><table><tr><th>produce records/s</th><th>produce MB/s</th>"
-            f"<th>consume records/s</th><th>consume MB/s</th></tr><tr>{cells}</tr></table>{note}")
+            "proxy), measured in every repeat; and the harness's own Kafka observer (what stamps each output "
+            "record visible) reading the same records alone: a case near its rate measures the observer too."
+            "</p><table><tr><th>produce records/s</th><th>produce MB/s</th>"
+            "<th>consume records/s</th><th>consume MB/s</th><th>observer records/s</th></tr>"
+            f"<tr>{cells}</tr></table>{note}")
 
 
 def _first_runs(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
@@ -192,16 +202,18 @@ def _repeats_table(runs: list[dict[str, Any]]) -> str:
     rows = []
     for index, run in enumerate(runs, 1):
         if "error" in run:
-            rows.append(f'<tr><td>{index}</td><td colspan="7" class="bad-text">{escape(run["error"])}</td></tr>')
+            rows.append(f'<tr><td>{index}</td><td colspan="8" class="bad-text">{escape(run["error"])}</td></tr>')
             continue
         recovery = "; ".join(f"{r['fault']}: {_num(r.get('recovery_s'), 1)} s" if r.get("recovery_s") is not None
                              else f"{r['fault']}: not recovered" for r in run.get("recovery") or []) or "–"
         rows.append(f"<tr><td>{index}</td><td>{_num(run.get('output_records_per_s'))}</td>"
                     f"<td>{_num(run.get('latency_p50_ms'), 1)}</td><td>{_num(run.get('latency_p99_ms'), 1)}</td>"
                     f"<td>{_num(run.get('backlog_max'))}</td><td>{_num(run.get('lost'))}</td>"
-                    f"<td>{_num(run.get('redelivered'))}</td><td>{escape(recovery)}</td></tr>")
+                    f"<td>{_num(run.get('redelivered'))}</td><td>{_num(run.get('observer_unread_max'))}"
+                    f"{' (bound)' if run.get('observer_bound') else ''}</td><td>{escape(recovery)}</td></tr>")
     return ("<table><tr><th>repeat</th><th>output records/s</th><th>p50 ms</th><th>p99 ms</th><th>backlog max</th>"
-            f"<th>lost</th><th>redelivered</th><th>recovery after faults</th></tr>{''.join(rows)}</table>")
+            "<th>lost</th><th>redelivered</th><th>observer unread max</th><th>recovery after faults</th></tr>"
+            f"{''.join(rows)}</table>")
 
 
 def _environment(results: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from streamcert.benchmarks.bench import (CASES, COMPARISONS, BenchSettings, _query_failure, comparisons, measure_run,
-                                         resolve_cases, summarize_repeats)
+                                         observer_figures, resolve_cases, summarize_repeats)
 from streamcert.harness.errors import ConfigurationError
 from streamcert.reports.bench_html import bench_html
 
@@ -124,6 +124,29 @@ def test_a_query_that_failed_is_a_failed_repeat_kept_out_of_medians_and_ratios()
     assert found["reference_vs_builtin"]["output_records_per_s"]["n"] == 1
 
 
+def test_a_run_whose_observer_fell_behind_is_flagged_in_its_case_its_comparisons_and_the_page():
+    """Rows are stamped visible when the harness reads them: a reader more than a round behind in over 5 % of its
+    samples makes the latency its own, and the report says so rather than charge the connector."""
+    assert observer_figures(None) == {"observer_unread_max": None, "observer_bound": None}
+    assert observer_figures({"max_unread": 9000, "behind_share": 0.0})["observer_bound"] is False
+    assert observer_figures({"max_unread": 60000, "behind_share": 0.3}) == {"observer_unread_max": 60000,
+                                                                            "observer_bound": True}
+    bound = {**_repeat(38000, 900), **observer_figures({"max_unread": 60000, "behind_share": 0.3})}
+    free = {**_repeat(20000, 300), **observer_figures({"max_unread": 100, "behind_share": 0.0})}
+    cases = {"reference": {"runs": [free, free]}, "builtin": {"runs": [bound, free]}}
+    for body in cases.values():
+        body.update(summarize_repeats(body["runs"], [None, None]))
+    assert cases["builtin"]["observer_bound_repeats"] == 1 and cases["reference"]["observer_bound_repeats"] == 0
+    assert cases["builtin"]["spread"]["observer_unread_max"]["max"] == 60000
+    assert comparisons(cases)["reference_vs_builtin"]["observer_bound"] == ["builtin"]
+    results = {**_bench_results(), "cases": {name: {**body, "case": CASES[name].as_dict()}
+                                             for name, body in cases.items()},
+               "comparisons": comparisons(cases)}
+    page = bench_html(results)
+    assert "observer-bound in 1 repeat(s)" in page and "observer-bound: builtin" in page
+    assert "60,000 (bound)" in page
+
+
 def test_every_comparison_names_cases_that_exist():
     assert all(top in CASES and bottom in CASES for top, bottom in COMPARISONS.values())
 
@@ -155,7 +178,7 @@ def _bench_results() -> dict:
     slow_output, slow_ledger, _ = _run(rate=300, seconds=12, delay_s=1.7)
     slow = measure_run(slow_output, slow_ledger, history, rate=300, record_bytes=100)
     raw = [{"produce_records_per_s": 80000.0, "consume_records_per_s": 150000.0, "produce_mb_per_s": 8.0,
-            "consume_mb_per_s": 15.0}]
+            "consume_mb_per_s": 15.0, "observer_records_per_s": 61000.0}]
     cases = {}
     for name, run in (("reference", slow), ("builtin", figures)):
         run = {**run, "faults": [{"fault": "down", "target": "kafka", "start_s": 4.0, "stop_s": 7.0}],
@@ -166,7 +189,8 @@ def _bench_results() -> dict:
     return {"schema_version": 1, "benchmark": "streamcert bench", "kind": "bench", "complete": True,
             "settings": BenchSettings(rate=300, duration_s=12, repeats=1).as_dict(), "command": "streamcert bench",
             "raw_ceiling": {"runs": raw, "consume_records_per_s": {"median": 150000.0, "min": 150000.0,
-                                                                   "max": 150000.0, "n": 1}},
+                                                                   "max": 150000.0, "n": 1},
+                            "observer_records_per_s": {"median": 61000.0, "min": 61000.0, "max": 61000.0, "n": 1}},
             "cases": cases, "comparisons": comparisons(cases), "rate_search": {
                 "builtin": {"max_rate": 4000, "probes": [{"rate": 1000, "sustained": True},
                                                          {"rate": 8000, "sustained": False}]}},
@@ -185,7 +209,7 @@ def test_the_page_has_every_section_and_the_numbers_of_the_json():
     assert f"<b>{builtin['latency_ms']['p99']:,.1f}</b>" in page
     ratio = results["comparisons"]["reference_vs_builtin"]["latency_p99_ms"]["median"]
     assert f"<b>{ratio:,.3f}</b>" in page
-    assert "down: 2.5 s" in page and "150,000" in page
+    assert "down: 2.5 s" in page and "150,000" in page and "61,000" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # opens with no network
     assert "<script" not in page
 

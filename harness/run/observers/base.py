@@ -30,12 +30,33 @@ import pandas as pd
 from streamcert.harness.run.workload import decode_values
 from streamcert.harness.stack.kafka_clients import TopicSettings
 
-__all__ = ["OutputTarget", "Observer", "OUTPUT_COLUMNS", "VISIBILITY_ORDER"]
+__all__ = ["OutputTarget", "Observer", "OUTPUT_COLUMNS", "VISIBILITY_ORDER", "ReadLag"]
 
 #: Columns of every observer's frame, in this order, then the kind's own location columns.
 OUTPUT_COLUMNS = ("id", "key", "seq", "produced_at", "visible_at", "position")
 #: Optional column of :meth:`Observer._read_new`'s rows: their order within the round, equal values tied.
 VISIBILITY_ORDER = "visibility_order"
+
+
+#: Seconds between two samples of what the observer has left unread (bounded memory over a long run).
+_LAG_SAMPLE_S = 0.5
+
+
+@dataclass(frozen=True)
+class ReadLag:
+    """How far the observer's reading fell behind the output: records a reader could already see and it had not
+    read, sampled after its rounds. Rows are stamped ``visible_at`` when read, so a lagging observer makes every
+    latency longer than the connector's: a benchmark near the observer's read rate measures the observer."""
+
+    samples: int
+    max_unread: int
+    mean_unread: float
+    #: Share of the samples with :attr:`max_unread`'s order of magnitude: more than one round's worth unread
+    behind_share: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"samples": self.samples, "max_unread": self.max_unread, "mean_unread": round(self.mean_unread, 1),
+                "behind_share": round(self.behind_share, 4)}
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,8 @@ class Observer(ABC):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unread: list[int] = []
+        self._next_lag_sample = 0.0
 
     def __enter__(self) -> "Observer":
         self.start()
@@ -109,6 +132,21 @@ class Observer(ABC):
         a kind that can look faster (a folder's commit log) overrides it.
         """
         return self.count()
+
+    def read_lag(self) -> ReadLag | None:
+        """What the observer left unread as the run went on; None when its kind cannot tell (see
+        :meth:`_unread_count`)."""
+        with self._lock:
+            unread = list(self._unread)
+        if not unread:
+            return None
+        values = np.asarray(unread, dtype=np.int64)
+        behind = values > self.round_records if self.round_records else values > 0
+        return ReadLag(samples=len(values), max_unread=int(values.max()), mean_unread=float(values.mean()),
+                       behind_share=float(behind.mean()))
+
+    #: Most records one round reads (a kind that caps its rounds); unread beyond it is more than a round behind.
+    round_records: ClassVar[int] = 0
 
     def frame(self) -> pd.DataFrame:
         """Records seen so far, in arrival order: :data:`OUTPUT_COLUMNS` plus the kind's location columns."""
@@ -150,6 +188,12 @@ class Observer(ABC):
         Called in the observer's thread, over and over until the observer stops; may block briefly.
         """
 
+    def _unread_count(self) -> int | None:
+        """Records a reader could already see that this observer has not read, as its client knows without asking
+        the server; called in the observer's thread after a round, at most every :data:`_LAG_SAMPLE_S`. None
+        (the default): the kind cannot tell."""
+        return None
+
     def _transient(self, error: Exception) -> bool:
         """Whether ``error`` from :meth:`_read_new` passes by itself (the server restarting): then it is counted
         in ``transient_errors`` and the next round runs after ``retry_s``. Default: no error is."""
@@ -169,10 +213,12 @@ class Observer(ABC):
                     self.transient_errors += 1
                     self._stopping.wait(self.retry_s)
                     continue
+                seen_at = time.time()
+                self._sample_unread()
                 if raw is None or raw.empty:
                     self._stopping.wait(self.idle_s)
                     continue
-                self._append(raw, time.time())
+                self._append(raw, seen_at)
         except Exception as exc:  # the run reports it; a dead observer must not look like an empty output
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
@@ -180,6 +226,16 @@ class Observer(ABC):
                 self._close()
             except Exception:  # closing a client of a server that is gone: nothing left to save
                 pass
+
+    def _sample_unread(self) -> None:
+        now = time.monotonic()
+        if now < self._next_lag_sample:
+            return
+        self._next_lag_sample = now + _LAG_SAMPLE_S
+        unread = self._unread_count()
+        if unread is not None:
+            with self._lock:
+                self._unread.append(int(unread))
 
     def _append(self, raw: pd.DataFrame, seen_at: float) -> None:
         records = self.unpack(raw).reset_index(drop=True)

@@ -18,12 +18,16 @@ from streamcert.harness.stack.kafka_clients import client_conf, create_topic
 
 __all__ = ["KafkaObserver"]
 
+#: Most records one round takes from the client.
+_ROUND_RECORDS = 10_000
+
 
 class KafkaObserver(Observer):
     """Location columns: ``partition``, ``offset``."""
 
     kind = "kafka"
     idle_s = 0.0  # consume() already waits
+    round_records = _ROUND_RECORDS
 
     def __init__(self, target: OutputTarget, unpack=None, isolation: str = "read_committed") -> None:
         super().__init__(target, unpack)
@@ -83,7 +87,7 @@ class KafkaObserver(Observer):
         if not self._assigned:
             time.sleep(0.1)
             return None
-        messages = self._consumer.consume(10_000, timeout=0.1)
+        messages = self._consumer.consume(_ROUND_RECORDS, timeout=0.1)
         for message in messages:
             error = message.error()
             if error is None or error.code() == KafkaError._PARTITION_EOF:
@@ -98,6 +102,24 @@ class KafkaObserver(Observer):
             "key": [m.key() for m in good], "value": [m.value() for m in good],
             "partition": np.array([m.partition() for m in good], dtype=np.int32),
             "offset": np.array([m.offset() for m in good], dtype=np.int64)})
+
+    def _unread_count(self) -> int | None:
+        """The partitions' end offsets as the client last heard them in fetch responses (for read_committed, the
+        last stable offsets) less the positions read: no request to the broker."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        if self._consumer is None or not self._assigned:
+            return None
+        try:
+            positions = self._consumer.position([TopicPartition(self.target.name, p) for p in sorted(self._assigned)])
+            unread = 0
+            for position in positions:
+                _low, high = self._consumer.get_watermark_offsets(position, cached=True)
+                if high >= 0 and position.offset >= 0:
+                    unread += max(0, high - position.offset)
+            return unread
+        except KafkaException:
+            return None
 
     def _assign_new_partitions(self) -> None:
         """Add partitions the topic gained; while the broker is unreachable, keep what is assigned."""

@@ -44,3 +44,20 @@ def test_the_observer_sees_what_a_reader_with_its_isolation_sees(stack, isolatio
     assert list(frame["id"]) == expected and observer.error is None
     assert list(frame["key"][:3]) == ["k0", "k1", "k2"]
     assert list(frame["offset"]) == sorted(frame["offset"]) and set(frame["partition"]) == {0}
+
+
+def test_the_observer_knows_what_it_left_unread_from_its_client_without_asking_the_broker(stack):
+    """The end offsets the client last fetched less its positions: none left once it read everything (a
+    transaction's commit marker takes an offset no reader is given, so a marker or two per partition may show)."""
+    bootstrap = stack.endpoints.bootstrap_servers
+    topic = f"obs-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=1)
+    observer = observer_for(OutputTarget("kafka", topic, bootstrap))
+    with observer:
+        _produce_transactions(bootstrap, topic)
+        wait_for(lambda: observer.count() >= 15, what="15 records", timeout=60)
+        wait_for(lambda: observer.read_lag() is not None and observer.read_lag().samples >= 3,
+                 what="three samples of the unread records", timeout=30)
+        lag = observer.read_lag()
+        assert observer._unread_count() <= 1
+    assert 0 <= lag.max_unread <= 20 and lag.behind_share == 0.0

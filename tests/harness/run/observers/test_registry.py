@@ -167,3 +167,40 @@ def test_positions_follow_rounds_and_tie_rows_the_round_says_became_visible_at_o
     # round 2: its commit at 100 (ids 3, 4) before its commit at 900 (5, 6), each commit's rows tied
     assert list(frame["position"]) == [0, 1, 3, 2, 2, 3, 4]
     assert VISIBILITY_ORDER not in frame.columns
+
+
+def test_an_observer_samples_what_it_left_unread_and_says_when_it_fell_more_than_a_round_behind(monkeypatch):
+    from streamcert.harness.run.observers import base
+
+    class Reader(base.Observer):
+        kind = "lagging-test"
+        round_records = 100
+
+        def __init__(self, unread):
+            super().__init__(OutputTarget("kafka", "t"))
+            self.left = list(unread)
+
+        def _read_new(self):
+            if not self.left:
+                self._stopping.set()
+            return None
+
+        def _unread_count(self):
+            return self.left.pop(0) if self.left else None
+
+    monkeypatch.setattr(base, "_LAG_SAMPLE_S", 0.0)
+    reader = Reader([0, 50, 250, 400, 0, 10, 0, 0, 0, 0])
+    reader._run()
+    lag = reader.read_lag()
+    assert lag.samples == 10 and lag.max_unread == 400 and lag.mean_unread == pytest.approx(71.0)
+    assert lag.behind_share == pytest.approx(0.2)  # two samples more than a round (100) behind
+    assert lag.as_dict()["behind_share"] == 0.2
+
+    class Blind(Reader):
+        def _unread_count(self):
+            self.left.pop(0) if self.left else None
+            return None
+
+    blind = Blind([1, 2])
+    blind._run()
+    assert blind.read_lag() is None  # a kind that cannot tell says nothing, not "never behind"
