@@ -105,7 +105,8 @@ class KafkaObserver(Observer):
 
     def _unread_count(self) -> int | None:
         """The partitions' end offsets as the client last heard them in fetch responses (for read_committed, the
-        last stable offsets) less the positions read: no request to the broker."""
+        last stable offsets) less the positions read: no request to the broker. Only in the observer's thread: the
+        client blocks a call from another thread while it consumes."""
         from confluent_kafka import KafkaException, TopicPartition
 
         if self._consumer is None or not self._assigned:
