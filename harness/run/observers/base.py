@@ -51,7 +51,8 @@ class ReadLag:
     samples: int
     max_unread: int
     mean_unread: float
-    #: Share of the samples with :attr:`max_unread`'s order of magnitude: more than one round's worth unread
+    #: Share of the samples with more than one round's worth unread (:attr:`Observer.round_records`; any unread
+    #: record for a kind whose rounds have no cap)
     behind_share: float
 
     def as_dict(self) -> dict[str, float | int]:
@@ -85,6 +86,8 @@ class Observer(ABC):
     idle_s: ClassVar[float] = 0.1
     #: Pause after a transient error (a fault took the server away) before the next round.
     retry_s: ClassVar[float] = 0.5
+    #: Most records one round reads (a kind that caps its rounds); unread beyond it is more than a round behind.
+    round_records: ClassVar[int] = 0
 
     def __init__(self, target: OutputTarget, unpack: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> None:
         self.target = target
@@ -144,9 +147,6 @@ class Observer(ABC):
         behind = values > self.round_records if self.round_records else values > 0
         return ReadLag(samples=len(values), max_unread=int(values.max()), mean_unread=float(values.mean()),
                        behind_share=float(behind.mean()))
-
-    #: Most records one round reads (a kind that caps its rounds); unread beyond it is more than a round behind.
-    round_records: ClassVar[int] = 0
 
     def frame(self) -> pd.DataFrame:
         """Records seen so far, in arrival order: :data:`OUTPUT_COLUMNS` plus the kind's location columns."""
