@@ -73,8 +73,8 @@ def _cases_table(results: dict[str, Any]) -> str:
         failed = body.get("failed_repeats") or 0
         note = f'<br><span class="bad-text">{failed} repeat(s) failed</span>' if failed else ""
         bound = body.get("observer_bound_repeats") or 0
-        note += (f'<br><span class="bad-text">observer-bound in {bound} repeat(s): the harness read the output '
-                 "behind it, latency includes that</span>") if bound else ""
+        note += (f'<br><span class="bad-text" title="the harness read the output more than a round behind it: '
+                 f'latency includes its reading">observer-bound ({bound} repeat(s))</span>') if bound else ""
         sustained = body.get("sustained")
         rows.append(
             f'<tr><td><a href="#case-{escape(name)}"><b>{escape(name)}</b></a>{note}</td>'

@@ -143,7 +143,7 @@ def test_a_run_whose_observer_fell_behind_is_flagged_in_its_case_its_comparisons
                                              for name, body in cases.items()},
                "comparisons": comparisons(cases)}
     page = bench_html(results)
-    assert "observer-bound in 1 repeat(s)" in page and "observer-bound: builtin" in page
+    assert "observer-bound (1 repeat(s))" in page and "observer-bound: builtin" in page
     assert "60,000 (bound)" in page
 
 
