@@ -8,6 +8,7 @@ a fatal client error stops the observer.
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -20,6 +21,8 @@ __all__ = ["KafkaObserver"]
 
 #: Most records one round takes from the client.
 _ROUND_RECORDS = 10_000
+#: How often the client reports its statistics (what the observer left unread among them).
+_STATS_INTERVAL_MS = 500
 
 
 class KafkaObserver(Observer):
@@ -36,6 +39,7 @@ class KafkaObserver(Observer):
         self._assigned: set[int] = set()
         self._next_refresh = 0.0
         self._mark_consumer = None
+        self._stats_unread: int | None = None
 
     def prepare(self, partitions: int) -> None:
         """Create the output topic with ``partitions`` and the target's topic settings (the sink writes to a topic
@@ -72,7 +76,8 @@ class KafkaObserver(Observer):
 
         self._consumer = Consumer(client_conf(self.target.bootstrap_servers, **{
             "group.id": f"streamcert-observer-{self.target.name}", "enable.auto.commit": False,
-            "isolation.level": self.isolation, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50}))
+            "isolation.level": self.isolation, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50,
+            "statistics.interval.ms": _STATS_INTERVAL_MS, "stats_cb": self._on_stats}))
 
     def _close(self) -> None:
         if self._consumer is not None:
@@ -104,23 +109,28 @@ class KafkaObserver(Observer):
             "offset": np.array([m.offset() for m in good], dtype=np.int64)})
 
     def _unread_count(self) -> int | None:
-        """The partitions' end offsets as the client last heard them in fetch responses (for read_committed, the
-        last stable offsets) less the positions read: no request to the broker. Only in the observer's thread: the
-        client blocks a call from another thread while it consumes."""
-        from confluent_kafka import KafkaException, TopicPartition
+        """What the client's last statistics said was visible to this observer's isolation level and not yet
+        handed to it (None before the first statistics)."""
+        return self._stats_unread
 
-        if self._consumer is None or not self._assigned:
-            return None
+    def _on_stats(self, stats: str) -> None:
+        """librdkafka's statistics, every :data:`_STATS_INTERVAL_MS`, from the observer's own ``consume`` calls:
+        per partition, the end a reader of this isolation level sees (the last stable offset for read_committed,
+        the high watermark otherwise: records of an open transaction are not unread) less the offset after the
+        last record handed over. No request to the broker; the ends are those of the last fetch responses."""
         try:
-            positions = self._consumer.position([TopicPartition(self.target.name, p) for p in sorted(self._assigned)])
-            unread = 0
-            for position in positions:
-                _low, high = self._consumer.get_watermark_offsets(position, cached=True)
-                if high >= 0 and position.offset >= 0:
-                    unread += max(0, high - position.offset)
-            return unread
-        except KafkaException:
-            return None
+            partitions = json.loads(stats).get("topics", {}).get(self.target.name, {}).get("partitions", {})
+        except ValueError:
+            return
+        end_key = "ls_offset" if self.isolation == "read_committed" else "hi_offset"
+        unread = 0
+        for number, partition in partitions.items():
+            end = partition.get(end_key, -1)
+            if number == "-1" or end < 0:  # -1: the client's placeholder for unassigned messages
+                continue
+            handed = partition.get("app_offset", -1)
+            unread += max(0, end - (handed if handed >= 0 else max(partition.get("lo_offset", 0), 0)))
+        self._stats_unread = unread
 
     def _assign_new_partitions(self) -> None:
         """Add partitions the topic gained; while the broker is unreachable, keep what is assigned."""
