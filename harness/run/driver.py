@@ -299,9 +299,19 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
     finally:
         if query.isActive:
             emit("stopped", how=stop_between_batches(query))
-        time.sleep(0.5)  # let the listener deliver the terminated event
+        _drain_listeners(spark)
         events.close()
     return 0
+
+
+def _drain_listeners(spark: Any, timeout_ms: int = 10_000) -> None:
+    """Wait until Spark's listener bus delivered every event it holds (the last batches' progress, the terminated
+    event) to the reporter: a fixed pause lost the progress of batches that ended just before a stop. Called in
+    the driver child as the query ends."""
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+    except Exception:  # noqa: BLE001 - a bus that does not drain in time, or a JVM already gone: keep what came
+        time.sleep(0.5)
 
 
 if __name__ == "__main__":

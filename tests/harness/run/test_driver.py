@@ -83,3 +83,7 @@ def test_a_stop_lands_between_batches_that_run_back_to_back(tmp_path):
     assert report["pending_batch"] is None, report  # the batch in flight committed; none was planned after
     assert report["how"] == "between batches", report
     assert report["seconds"] < 30 and report["latest_commit"] >= 1, report
+    # every committed batch's progress reached the events file before the child exited
+    reported = {e["batchId"] for e in driver.events() if e["event"] == "progress"}
+    assert set(range(report["latest_commit"] + 1)) <= reported, (reported, report)
+    assert any(e["event"] == "terminated" for e in driver.events())
