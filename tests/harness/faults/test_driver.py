@@ -71,6 +71,39 @@ def test_driver_kill_of_a_driver_that_stopped_kills_anyway_and_says_it_missed_th
     assert driver.calls == ["kill"] and history.events("fault-start")[0]["in_window"] is False
 
 
+class _ShortBatches(_Driver):
+    """Each batch commits within the kill's delay, until batch ``lasts_from`` (its window outlasts the delay)."""
+
+    def __init__(self, lasts_from: int) -> None:
+        super().__init__(pending=1)
+        self.lasts_from, self.batch, self.seen = lasts_from, 1, 0
+
+    def checkpoint(self) -> CheckpointState:
+        self.seen += 1  # the fault looks three times a window: it opens, its first state, after the delay
+        if self.seen % 3 == 0 and self.batch < self.lasts_from:
+            self.batch += 1  # after the delay: committed (the next batch shows at the next look)
+            return CheckpointState(latest_offsets=self.batch - 1, latest_commit=self.batch - 1)
+        return CheckpointState(latest_offsets=self.batch, latest_commit=self.batch - 1)
+
+
+def test_a_window_kill_lets_go_a_window_its_batch_closed_within_the_delay_and_strikes_in_the_next(tmp_path):
+    """A batch committed during the delay (seen in a full certification: the fault began waiting as the
+    aggregator's batch 3 was committing and struck 45 ms later, between batches; the run's fault_reached said
+    unknown and its window kill tested nothing): the kill waits for the next window instead."""
+    driver, history = _ShortBatches(lasts_from=3), History()
+    fault = build_fault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 1, "delay_ms": 5}),
+                        _context(driver, tmp_path, history))
+    fault.start()
+    started = history.events("fault-start")[0]
+    assert driver.calls == ["kill"] and started["in_window"] is True
+    assert (started["pending_batch"], started["windows_let_go"]) == (3, 2)
+    always_short = _ShortBatches(lasts_from=10**6)
+    build_fault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 1, "delay_ms": 1}),
+                _context(always_short, tmp_path, history := History())).start()
+    started = history.events("fault-start")[0]  # the limit reached: it strikes, and says it missed
+    assert always_short.calls == ["kill"] and started["windows_let_go"] == 5 and started["in_window"] is False
+
+
 def test_driver_kill_gives_up_waiting_after_its_window_timeout(tmp_path):
     driver, history = _Driver(pending=1), History()
     fault = build_fault(FaultSpec("driver_kill", "driver", 0, 0, {"min_batch": 9}), _context(driver, tmp_path, history))
