@@ -35,15 +35,23 @@ class _DriverKill(Fault):
     needs = ("driver",)
     window_timeout_s = 120.0
 
-    def _strike(self, min_batch: int, delay_ms: Callable[[], float]) -> tuple[CheckpointState, CheckpointState, float]:
+    def _strike(self, min_batch: int, delay_ms: Callable[[], float],
+                windows_let_go: int = 0) -> tuple[CheckpointState, CheckpointState, float, int]:
         """Wait for the window, wait ``delay_ms()``, kill; the checkpoint when the window opened and after the kill
-        (when nothing can commit any more), and the delay."""
-        _wait_for_window(self, min_batch)
-        first = self.driver.checkpoint()
-        delay = delay_ms()
-        time.sleep(delay / 1000)
+        (when nothing can commit any more), the delay, and the windows let go: up to ``windows_let_go`` windows
+        whose batch committed within the delay are passed over for the next one."""
+        let_go = 0
+        while True:
+            _wait_for_window(self, min_batch)
+            first = self.driver.checkpoint()
+            delay = delay_ms()
+            time.sleep(delay / 1000)
+            if (let_go >= windows_let_go or not self.driver.is_running()
+                    or self.driver.checkpoint().pending == first.pending):
+                break
+            let_go += 1
         self.driver.kill()
-        return first, self.driver.checkpoint(), delay
+        return first, self.driver.checkpoint(), delay, let_go
 
     def _heal(self) -> dict[str, Any]:
         self.driver.restart()
@@ -67,19 +75,10 @@ class DriverKillFault(_DriverKill):
     """
 
     def _inject(self) -> dict[str, Any]:
-        let_go = 0
-        while True:
-            _wait_for_window(self, self.params.min_batch)
-            first = self.driver.checkpoint()
-            time.sleep(self.params.delay_ms / 1000)
-            # a batch that committed within the delay closed its window: take the next one, not a kill between
-            # batches (the wait began as a batch was committing, or an idle query's batch is shorter than the delay)
-            if (self.driver.checkpoint().pending == first.pending or let_go >= _WINDOWS_LET_GO
-                    or not self.driver.is_running()):
-                break
-            let_go += 1
-        self.driver.kill()
-        state = self.driver.checkpoint()
+        # a batch that committed within the delay closed its window: take the next one, not a kill between
+        # batches (the wait began as a batch was committing, or an idle query's batch is shorter than the delay)
+        first, state, _delay, let_go = self._strike(self.params.min_batch, lambda: self.params.delay_ms,
+                                                    windows_let_go=_WINDOWS_LET_GO)
         return {"pending_batch": state.pending, "latest_commit": state.latest_commit,
                 "in_window": state.pending is not None and state.pending == first.pending, "windows_let_go": let_go}
 
@@ -147,7 +146,7 @@ class DriverKillRandomFault(_DriverKill):
     """
 
     def _inject(self) -> dict[str, Any]:
-        first, state, delay_ms = self._strike(self.params.min_batch,
+        first, state, delay_ms, _ = self._strike(self.params.min_batch,
                                               lambda: self.params.fraction * typical_batch_ms(self.driver))
         return {"aimed": False, "phase": _phase(first.pending, state.pending), "in_window": state.pending is not None,
                 "delay_ms": round(delay_ms, 1), "pending_batch": state.pending, "latest_commit": state.latest_commit}

@@ -19,8 +19,6 @@ from streamcert.harness.stack.kafka_clients import client_conf, create_topic
 
 __all__ = ["KafkaObserver"]
 
-#: Most records one round takes from the client.
-_ROUND_RECORDS = 10_000
 #: How often the client reports its statistics (what the observer left unread among them).
 _STATS_INTERVAL_MS = 500
 
@@ -30,7 +28,7 @@ class KafkaObserver(Observer):
 
     kind = "kafka"
     idle_s = 0.0  # consume() already waits
-    round_records = _ROUND_RECORDS
+    round_records = 10_000
 
     def __init__(self, target: OutputTarget, unpack=None, isolation: str = "read_committed") -> None:
         super().__init__(target, unpack)
@@ -92,7 +90,7 @@ class KafkaObserver(Observer):
         if not self._assigned:
             time.sleep(0.1)
             return None
-        messages = self._consumer.consume(_ROUND_RECORDS, timeout=0.1)
+        messages = self._consumer.consume(self.round_records, timeout=0.1)
         for message in messages:
             error = message.error()
             if error is None or error.code() == KafkaError._PARTITION_EOF:
