@@ -21,6 +21,9 @@ __all__ = ["KafkaObserver"]
 
 #: How often the client reports its statistics (what the observer left unread among them).
 _STATS_INTERVAL_MS = 500
+#: Shortest time from one round's start to the next: a trickle of output would otherwise be read a few records
+#: per round, hundreds of rounds a second (each a frame to decode); rows wait at most this long to be stamped.
+_ROUND_PERIOD_S = 0.02
 
 
 class KafkaObserver(Observer):
@@ -38,6 +41,7 @@ class KafkaObserver(Observer):
         self._next_refresh = 0.0
         self._mark_consumer = None
         self._stats_unread: int | None = None
+        self._round_began = 0.0
 
     def prepare(self, partitions: int) -> None:
         """Create the output topic with ``partitions`` and the target's topic settings (the sink writes to a topic
@@ -90,7 +94,7 @@ class KafkaObserver(Observer):
         if not self._assigned:
             time.sleep(0.1)
             return None
-        messages = self._consumer.consume(self.round_records, timeout=0.1)
+        messages = self._take_round()
         for message in messages:
             error = message.error()
             if error is None or error.code() == KafkaError._PARTITION_EOF:
@@ -105,6 +109,18 @@ class KafkaObserver(Observer):
             "key": [m.key() for m in good], "value": [m.value() for m in good],
             "partition": np.array([m.partition() for m in good], dtype=np.int32),
             "offset": np.array([m.offset() for m in good], dtype=np.int64)})
+
+    def _take_round(self) -> list:
+        """Up to :attr:`round_records` messages: waits up to 0.1 s for the first, then takes what the client has
+        queued without waiting; rounds begin at least :data:`_ROUND_PERIOD_S` apart. (One ``consume(n, timeout)``
+        call waits until it has ``n`` messages or the timeout passes, so a round that found fewer than a full one
+        held what it had for the whole timeout, and its rows were stamped visible up to 0.1 s late.)"""
+        time.sleep(max(0.0, self._round_began + _ROUND_PERIOD_S - time.monotonic()))
+        self._round_began = time.monotonic()
+        first = self._consumer.consume(1, timeout=0.1)
+        if not first:
+            return first
+        return first + self._consumer.consume(self.round_records - 1, timeout=0)
 
     def _unread_count(self) -> int | None:
         """What the client's last statistics said was visible to this observer's isolation level and not yet

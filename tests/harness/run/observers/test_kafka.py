@@ -92,3 +92,66 @@ def test_unread_is_the_end_a_reader_of_the_isolation_level_sees_less_what_was_ha
     assert observer._unread_count() == expected
     observer._on_stats("not json")  # a garbled report keeps the last reading
     assert observer._unread_count() == expected
+
+
+class _QueuedConsumer:
+    """Hands over queued messages as librdkafka's ``consume(n, timeout)`` does: at once when ``n`` are queued,
+    else after waiting out the whole timeout (counted in ``waited``, not slept)."""
+
+    def __init__(self, queued: int) -> None:
+        self.queued = [_Message(offset) for offset in range(queued)]
+        self.waited = 0.0
+
+    def consume(self, num_messages: int, timeout: float) -> list:
+        if len(self.queued) < num_messages:
+            self.waited += timeout
+        taken, self.queued = self.queued[:num_messages], self.queued[num_messages:]
+        return taken
+
+
+class _Message:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def error(self):
+        return None
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return encode_value(self._offset, self._offset, 1.0, 64)
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+
+@pytest.mark.parametrize(("queued", "expected_rows"), [(5, 5), (25_000, 10_000), (0, 0)])
+def test_a_round_takes_what_is_queued_at_once_and_waits_only_while_nothing_is(queued, expected_rows):
+    """Rows are stamped visible when their round returns: a round that held five queued records until a
+    10,000-record call timed out stamped them up to 0.1 s late. Only an empty queue may be waited on."""
+    observer = KafkaObserver(OutputTarget("kafka", "out", "127.0.0.1:1"))
+    observer._consumer = _QueuedConsumer(queued)
+    observer._assigned = {0}
+    observer._next_refresh = float("inf")
+    rows = observer._read_new()
+    assert (0 if rows is None else len(rows)) == expected_rows
+    assert observer._consumer.waited == (0.1 if queued == 0 else 0.0)
+
+
+def test_rounds_of_a_trickle_begin_at_least_a_round_period_apart(monkeypatch):
+    """A trickle of output must not be read a record per round, hundreds of rounds a second: the next round
+    waits out what is left of the period since the last one began (rows wait at most that long to be stamped)."""
+    from streamcert.harness.run.observers import kafka
+
+    slept: list[float] = []
+    monkeypatch.setattr(kafka.time, "sleep", slept.append)
+    observer = KafkaObserver(OutputTarget("kafka", "out", "127.0.0.1:1"))
+    observer._consumer = _QueuedConsumer(3)
+    observer._take_round()
+    observer._consumer.queued = [_Message(7)]
+    observer._take_round()
+    assert slept[0] == 0.0 and 0.0 < slept[1] <= kafka._ROUND_PERIOD_S
