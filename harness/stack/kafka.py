@@ -58,13 +58,17 @@ def new_cluster_id() -> str:
 
 
 #: What every broker of a run gets, one node or a cluster's: no topic appears by itself, a group starts at once,
-#: and short timeouts keep fault recovery (and zombie fencing) inside test budgets.
+#: and short timeouts keep fault recovery (and zombie fencing) inside test budgets. The log cleaner's dedupe buffer
+#: (128 MiB by default, one contiguous array allocated as the broker starts) is cut to 16 MiB: a run's compacted
+#: topics are the broker's own small ones, and on a 256 MiB heap a restarted node died allocating it
+#: (``OutOfMemoryError`` in ``SkimpyOffsetMap``, "Error starting LogManager").
 BROKER_TUNING: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "false",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
     "transaction.max.timeout.ms": "900000",
     "log.flush.interval.messages": "9223372036854775807",
+    "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
 }
 
 

@@ -78,3 +78,10 @@ def test_a_cluster_id_never_starts_with_a_dash(monkeypatch):
     draws = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
     monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(draws))
     assert kafka.new_cluster_id() == kafka.base64.urlsafe_b64encode(b"\x01" * 16).rstrip(b"=").decode()
+
+
+def test_the_log_cleaner_s_buffer_fits_the_smallest_heap_a_broker_runs_with():
+    """The cleaner allocates its dedupe buffer in one piece as the broker starts: Kafka's 128 MiB default on the
+    test clusters' 256 MiB heaps killed a restarted node (OutOfMemoryError starting the LogManager)."""
+    props = _props(render_server_properties(KafkaPorts(1, 2, 3), ("127.0.0.1", 4), Path("/d")))
+    assert int(props["log.cleaner.dedupe.buffer.size"]) <= 256 * 1024 * 1024 // 8
