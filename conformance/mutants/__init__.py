@@ -3,8 +3,8 @@
 Every module here holds one mutant: a subclass of a reference connector with a single mistake a real author could
 make, and its declaration (claims copied from the reference). :data:`MUTANTS` says, for each, which requirements
 the bug must fail and which requirements the same runs judge that it must still pass. ``tests/conformance/
-test_mutants.py`` certifies every mutant on those requirements (``tox -e mutants``; the default test run leaves out
-the three longest); ``streamcert certify --connector
+test_mutants.py`` certifies every mutant on those requirements (``tox -e mutants``; the default test run catches
+the four whose whole plan is longest with only the faults that reach their bug); ``streamcert certify --connector
 streamcert.conformance.mutants.<module>:CONNECTOR`` runs one by hand. Never use these connectors for anything else.
 """
 
