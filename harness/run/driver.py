@@ -388,7 +388,7 @@ def _standby_child(session_file: str, events_file: str, attempt: int, wake_file:
     up, then wait for the wake file that names this attempt's spec and run that."""
     spec = QuerySpec.from_json(Path(session_file).read_text())
     os.environ[DRIVER_PID_VAR] = str(os.getpid())
-    wake = Path(wake_file)
+    wake, harness = Path(wake_file), os.getppid()
     deadline = time.monotonic() + warm_up_after_s
     while not (wake.exists() or _query_started(events_file, attempt - 1) or time.monotonic() > deadline):
         time.sleep(0.1)
@@ -397,6 +397,8 @@ def _standby_child(session_file: str, events_file: str, attempt: int, wake_file:
     load_builder(spec.builder)  # its imports, before the clock of a restart runs
     spark.range(4).count()  # the first job's one-off costs (code generation, the scheduler's first stage)
     while not wake.exists():
+        if os.getppid() != harness:  # the harness died without removing it: nothing will wake it
+            return 0
         time.sleep(0.01)
     order = json.loads(wake.read_text())
     events.attempt = int(order["attempt"])
