@@ -13,8 +13,8 @@ import pytest
 
 from streamcert.conformance.certify import certify, prepare
 from streamcert.conformance.mutants import MUTANTS
-from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.run.connectors import load_connector
+from streamcert.harness.verify.evidence import fault_reached
 
 
 def _name(mutant) -> str:
