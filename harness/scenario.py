@@ -398,9 +398,7 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
         spark_conf["spark.jars"] = ",".join(filter(None, [spark_conf.get("spark.jars", ""), *jars]))
     params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
     spec = QuerySpec(BUILDER, context.checkpoint, params, master or scenario.master, spark_conf=spark_conf)
-    # a run that kills or rescales the driver keeps a warm standby: each restart then skips the JVM's start
-    restarts = any(fault.target == "driver" for fault in scenario.schedule)
-    return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""), standby=restarts)
+    return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""))
 
 
 def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result: RunResult):

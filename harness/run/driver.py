@@ -10,12 +10,6 @@ if any). ``kill()`` sends SIGKILL to the child's whole process group (the
 Python driver, its JVM and Python workers): a crash, with no chance to clean
 up. ``restart()`` runs the same spec (optionally changed, e.g. other
 parallelism) from the same checkpoint.
-
-A driver made with ``standby=True`` (the scenario runner's, when a run's schedule kills or rescales the driver)
-keeps a warm standby: as each attempt's query starts, a second child starts its JVM and SparkSession and waits;
-the next ``start()`` hands it the spec instead of starting a process from nothing. A killed driver's next attempt
-then pays only its query's start, not the JVM's and the session's (about half of an attempt's first batch here).
-The standby is a separate process group with its own token: a kill of the running attempt does not reach it.
 """
 
 from __future__ import annotations
@@ -84,18 +78,15 @@ def load_builder(reference: str) -> Callable[..., Any]:
 class DriverProcess(ProcessBacked):
     """One run of a :class:`QuerySpec` in a child process; a context manager."""
 
-    def __init__(self, spec: QuerySpec, workdir: Path, run_token: str = "", name: str = "driver",
-                 standby: bool = False) -> None:
+    def __init__(self, spec: QuerySpec, workdir: Path, run_token: str = "", name: str = "driver") -> None:
         load_builder(spec.builder)  # fail in the parent, fast, on a bad reference
         self.spec = spec
         self.workdir = Path(workdir)
         self.run_token = run_token
         self.name = name
-        self.standby = standby
         self.attempt = 0
         self._process: ManagedProcess | None = None
         self._driver_token = ""
-        self._standby: _Standby | None = None
 
     @property
     def fault_points_dir(self) -> Path:
@@ -107,7 +98,6 @@ class DriverProcess(ProcessBacked):
         return self.workdir / f"{self.name}-events.jsonl"
 
     def start(self) -> None:
-        """Start the next attempt: hand the spec to the warm standby when one is ready for it, else start a child."""
         if self._process is not None and self._process.is_running():
             return
         ensure_class_archive()  # here, once, rather than inside a driver whose start a fault is timing
@@ -115,64 +105,21 @@ class DriverProcess(ProcessBacked):
         self.workdir.mkdir(parents=True, exist_ok=True)
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
         spec_file.write_text(self.spec.to_json())
-        standby = self._take_standby()
-        if standby is not None:
-            self._process, self._driver_token = standby.process, standby.token
-            _write_atomically(standby.wake_file, json.dumps({"spec": str(spec_file), "attempt": self.attempt}))
-        else:
-            self._driver_token = uuid.uuid4().hex
-            self._process = ManagedProcess(
-                f"driver {self.name} (attempt {self.attempt})",
-                [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
-                 str(self.attempt)],
-                self.log_file, env=self._child_env(self._driver_token), stop_timeout=60,
-            )
-            self._process.start()
-        if self.standby:
-            self._start_standby()
-
-    def _child_env(self, driver_token: str) -> dict[str, str]:
-        return token_env(self.run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
-            DRIVER_TOKEN_VAR: driver_token, POINTS_DIR_VAR: str(self.fault_points_dir)}))
-
-    def _start_standby(self) -> None:
-        """A child for the next attempt: it warms up once this attempt's query started (a JVM starting beside a
-        query's start slows both: measured, starting at once gave slower restarts) and waits for :meth:`start` to
-        hand it a spec."""
-        attempt = self.attempt + 1
-        token = uuid.uuid4().hex
-        session_file = self.workdir / f"{self.name}-standby-{attempt}.json"
-        session_file.write_text(self.spec.to_json())
-        wake_file = self.workdir / f"{self.name}-wake-{attempt}.json"
-        wake_file.unlink(missing_ok=True)
-        process = ManagedProcess(
-            f"driver {self.name} (attempt {attempt}, started as a warm standby)",
-            [sys.executable, "-m", "streamcert.harness.run.driver", "--standby", str(session_file),
-             str(self.events_file), str(attempt), str(wake_file)],
-            self.workdir / f"{self.name}-{attempt}.log", env=self._child_env(token), stop_timeout=60,
+        self._driver_token = uuid.uuid4().hex
+        env = token_env(self.run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
+            DRIVER_TOKEN_VAR: self._driver_token, POINTS_DIR_VAR: str(self.fault_points_dir)}))
+        self._process = ManagedProcess(
+            f"driver {self.name} (attempt {self.attempt})",
+            [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
+             str(self.attempt)],
+            self.log_file, env=env, stop_timeout=60,
         )
-        process.start()
-        self._standby = _Standby(process, token, wake_file, attempt, _session_settings(self.spec))
-
-    def _take_standby(self) -> _Standby | None:
-        """The standby, when it is alive, waits for this attempt and runs the Spark session this spec needs (a
-        rescale to another master needs a new one); otherwise it is removed and None returned."""
-        standby, self._standby = self._standby, None
-        if standby is None:
-            return None
-        if (standby.attempt == self.attempt and standby.process.is_running()
-                and standby.session == _session_settings(self.spec)):
-            return standby
-        _remove_standby(standby)
-        return None
+        self._process.start()
 
     def stop(self) -> None:
-        """Ask the query to stop (SIGTERM), then force it, and remove the standby; idempotent."""
+        """Ask the query to stop (SIGTERM), then force it; idempotent."""
         super().stop()
         self._reap()
-        standby, self._standby = self._standby, None
-        if standby is not None:
-            _remove_standby(standby)
 
     def stop_gracefully(self, timeout: float = 60.0, linger_s: float = 10.0) -> dict[str, Any]:
         """Ask the running query to stop (SIGTERM: the child stops between batches) and report how it went; then
@@ -206,7 +153,7 @@ class DriverProcess(ProcessBacked):
         return report
 
     def kill(self) -> None:
-        """SIGKILL the driver and everything it started (JVM, Python workers): a crash. The standby lives on."""
+        """SIGKILL the driver and everything it started (JVM, Python workers): a crash."""
         super().kill()
         self._reap()
 
@@ -296,132 +243,45 @@ class DriverProcess(ProcessBacked):
         return next(e for e in self.events(attempt) if e["event"] == "terminated")
 
 
-@dataclass
-class _Standby:
-    """A driver child started ahead of the attempt it will run."""
-
-    process: ManagedProcess
-    token: str
-    wake_file: Path
-    attempt: int
-    session: tuple
-
-
-def _session_settings(spec: QuerySpec) -> tuple:
-    """What a driver's SparkSession is made from: a standby started for one spec serves another only if equal."""
-    return spec.master, tuple(sorted(spec.spark_conf.items())), tuple(spec.packages)
-
-
-def _remove_standby(standby: _Standby) -> None:
-    standby.process.kill()
-    reap(standby.token, var=DRIVER_TOKEN_VAR)
-    standby.wake_file.unlink(missing_ok=True)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """The standby polls for ``path``: it must never see it half written."""
-    partial = path.with_name(path.name + ".part")
-    partial.write_text(text)
-    partial.replace(path)
-
-
 # -- the child ---------------------------------------------------------------------
 
-class _Events:
-    """The child's events file: one JSON line per event, tagged with the attempt the child runs."""
-
-    def __init__(self, path: str, attempt: int) -> None:
-        self.attempt = attempt
-        self._lock = threading.Lock()
-        self._file = open(path, "a", buffering=1)
-
-    def emit(self, kind: str, **fields: Any) -> None:
-        with self._lock:
-            self._file.write(json.dumps({"event": kind, "attempt": self.attempt, "pid": os.getpid(),
-                                         "time": time.time(), **fields}) + "\n")
-            self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _session(spec: QuerySpec, name: str, events: _Events) -> Any:
-    """The driver's SparkSession, with the listener that reports the query's events."""
+def _child(spec_file: str, events_file: str, attempt: int) -> int:
     from pyspark.sql.streaming import StreamingQueryListener
 
     from streamcert.harness.stack.spark import SparkConfig, spark_session
 
+    spec = QuerySpec.from_json(Path(spec_file).read_text())
+    # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
+    os.environ[DRIVER_PID_VAR] = str(os.getpid())
+    lock = threading.Lock()
+    events = open(events_file, "a", buffering=1)
+
+    def emit(kind: str, **fields: Any) -> None:
+        with lock:
+            events.write(json.dumps({"event": kind, "attempt": attempt, "pid": os.getpid(), "time": time.time(),
+                                     **fields}) + "\n")
+            events.flush()
+
     class _Reporter(StreamingQueryListener):
         def onQueryStarted(self, event) -> None:
-            events.emit("started", id=str(event.id), runId=str(event.runId))
+            emit("started", id=str(event.id), runId=str(event.runId))
 
         def onQueryProgress(self, event) -> None:
             progress = event.progress
-            events.emit("progress", batchId=progress.batchId, numInputRows=progress.numInputRows,
-                        durationMs=dict(progress.durationMs), sources=[json.loads(s.json) for s in progress.sources])
+            emit("progress", batchId=progress.batchId, numInputRows=progress.numInputRows,
+                 durationMs=dict(progress.durationMs), sources=[json.loads(s.json) for s in progress.sources])
 
         def onQueryIdle(self, event) -> None:
             # a trigger found no new data in any source (Spark throttles these to one per
             # spark.sql.streaming.noDataProgressEventInterval)
-            events.emit("idle")
+            emit("idle")
 
         def onQueryTerminated(self, event) -> None:
-            events.emit("terminated", error=event.exception)
+            emit("terminated", error=event.exception)
 
     spark = spark_session(SparkConfig(master=spec.master, conf=spec.spark_conf, packages=spec.packages,
-                                      app_name=name))
+                                      app_name=f"streamcert-driver-{attempt}"))
     spark.streams.addListener(_Reporter())
-    return spark
-
-
-def _child(spec_file: str, events_file: str, attempt: int) -> int:
-    spec = QuerySpec.from_json(Path(spec_file).read_text())
-    # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
-    os.environ[DRIVER_PID_VAR] = str(os.getpid())
-    events = _Events(events_file, attempt)
-    return _run_query(_session(spec, f"streamcert-driver-{attempt}", events), spec, events)
-
-
-def _standby_child(session_file: str, events_file: str, attempt: int, wake_file: str,
-                   warm_up_after_s: float = 60.0) -> int:
-    """Wait until the previous attempt's query started (at most ``warm_up_after_s``), start the session and warm it
-    up, then wait for the wake file that names this attempt's spec and run that."""
-    spec = QuerySpec.from_json(Path(session_file).read_text())
-    os.environ[DRIVER_PID_VAR] = str(os.getpid())
-    wake, harness = Path(wake_file), os.getppid()
-    deadline = time.monotonic() + warm_up_after_s
-    while not (wake.exists() or _query_started(events_file, attempt - 1) or time.monotonic() > deadline):
-        time.sleep(0.1)
-    events = _Events(events_file, attempt)
-    spark = _session(spec, "streamcert-driver-standby", events)
-    load_builder(spec.builder)  # its imports, before the clock of a restart runs
-    spark.range(4).count()  # the first job's one-off costs (code generation, the scheduler's first stage)
-    while not wake.exists():
-        if os.getppid() != harness:  # the harness died without removing it: nothing will wake it
-            return 0
-        time.sleep(0.01)
-    order = json.loads(wake.read_text())
-    events.attempt = int(order["attempt"])
-    return _run_query(spark, QuerySpec.from_json(Path(order["spec"]).read_text()), events)
-
-
-def _query_started(events_file: str, attempt: int) -> bool:
-    try:
-        lines = Path(events_file).read_text().splitlines()
-    except FileNotFoundError:
-        return False
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:  # a line being written, or cut by a kill
-            continue
-        if event.get("event") == "started" and event.get("attempt") == attempt:
-            return True
-    return False
-
-
-def _run_query(spark: Any, spec: QuerySpec, events: _Events) -> int:
-    """Build and start the query, run it until it ends or SIGTERM asks it to stop between batches."""
     stopping = threading.Event()
 
     def on_term(_signum, _frame) -> None:
@@ -434,11 +294,11 @@ def _run_query(spark: Any, spec: QuerySpec, events: _Events) -> int:
         while query.isActive and not stopping.is_set():
             query.awaitTermination(0.2)
     except Exception as exc:  # the query failed; its terminated event carries the error
-        events.emit("failed", error=f"{type(exc).__name__}: {exc}")
+        emit("failed", error=f"{type(exc).__name__}: {exc}")
         return 1
     finally:
         if query.isActive:
-            events.emit("stopped", how=stop_between_batches(query))
+            emit("stopped", how=stop_between_batches(query))
         _drain_listeners(spark)
         events.close()
     return 0
@@ -455,6 +315,4 @@ def _drain_listeners(spark: Any, timeout_ms: int = 10_000) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--standby":
-        sys.exit(_standby_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))
     sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3])))

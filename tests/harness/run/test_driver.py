@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
-import psutil
 import pytest
 
 from streamcert.harness.run.checkpoint import checkpoint_state, read_offsets
-from streamcert.harness.run.driver import DriverProcess, QuerySpec, _query_started, load_builder
+from streamcert.harness.run.driver import DriverProcess, QuerySpec, load_builder
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.process import processes_with_token
 
@@ -90,43 +87,3 @@ def test_a_stop_lands_between_batches_that_run_back_to_back(tmp_path):
     reported = {e["batchId"] for e in driver.events() if e["event"] == "progress"}
     assert set(range(report["latest_commit"] + 1)) <= reported, (reported, report)
     assert any(e["event"] == "terminated" for e in driver.events())
-
-
-@pytest.mark.integration
-def test_a_warm_standby_runs_the_next_attempt_and_a_new_master_gets_a_new_process(tmp_path):
-    """The restart after a kill is run by the standby started before the kill (its JVM survived the kill of the
-    attempt), with the attempt's own number and the same checkpoint; a rescale to another master cannot use a
-    session made for the old one and starts a new process; stop leaves nothing of either."""
-    checkpoint = tmp_path / "checkpoint"
-    spec = QuerySpec("tests.harness.queries:counting_to_files", str(checkpoint),
-                     {"rows": 100_000, "rows_per_batch": 5, "read_delay_ms": 100, "path": str(tmp_path / "out")},
-                     master="local[1,2]")
-    token = "standby-test"
-    with DriverProcess(spec, tmp_path / "driver", run_token=token, standby=True) as driver:
-        driver.wait_for_batches(2, timeout=180)
-        killed_at = time.time()
-        driver.kill()
-        committed = driver.checkpoint().latest_commit
-        driver.restart()
-        driver.wait_for_batches(1, timeout=180)
-        second = next(e for e in driver.events(2) if e["event"] == "started")
-        assert psutil.Process(second["pid"]).create_time() < killed_at  # the standby, started before the kill
-        progress = [e for e in driver.events(2) if e["event"] == "progress"]
-        assert progress[0]["batchId"] == committed + 1  # the same checkpoint, carried on
-
-        restarted_at = time.time()
-        driver.restart(master="local[2,2]")
-        driver.wait_for(lambda d: any(e["event"] == "started" for e in d.events(3)), "attempt 3's query start",
-                        timeout=180)
-        third = next(e for e in driver.events(3) if e["event"] == "started")
-        assert psutil.Process(third["pid"]).create_time() >= restarted_at - 1  # a new process for a new master
-    assert processes_with_token(token) == []  # the attempt, and the standby waiting for attempt 4
-
-
-def test_a_standby_waits_for_the_query_start_it_must_not_slow(tmp_path):
-    events = tmp_path / "events.jsonl"
-    assert not _query_started(str(events), 1)  # no file yet
-    events.write_text('{"event": "started", "attempt": 1, "pid": 7}\n{"event": "started", "att')
-    assert _query_started(str(events), 1) and not _query_started(str(events), 2)  # a cut line is skipped
-    events.write_text('{"event": "progress", "attempt": 2}\n')
-    assert not _query_started(str(events), 2)
