@@ -129,7 +129,8 @@ def _targeted(run, catching: dict[str, list[tuple[str, str, dict, float]]]):
     workload = run.scenario.workload
     if total is not None:
         workload = dataclasses.replace(workload, total=total(batch, faults))
-    gap_s = 1.0 if run.name in ("task-failures", "zombies") else 2.0
+    schedule = run.scenario.schedule  # the plan's own gap between chained faults
+    gap_s = schedule[1].at_s if len(schedule) > 1 else 2.0
     scenario = run.scenario.model_copy(update={"schedule": _chain(faults, gap_s=gap_s), "workload": workload})
     return dataclasses.replace(run, scenario=scenario)
 
