@@ -20,6 +20,7 @@ from typing import Callable
 from streamcert.harness.errors import PrerequisiteMissing, StreamcertError
 from streamcert.harness.stack.cache import cache_dir
 from streamcert.harness.stack.jvm_start import class_archive_state
+from streamcert.harness.stack.ports import free_port, port_range
 from streamcert.harness.stack.install import (KAFKA_VERSION, TOXIPROXY_VERSION, find_go, find_java, kafka_lib_dir,
                                               postgres_bin_dir, toxiproxy_binary)
 from streamcert.harness.stack.providers import docker_available
@@ -125,7 +126,12 @@ def _loopback() -> Check:
             sock.bind(("127.0.0.1", 0))
     except OSError as exc:
         return Check("loopback", False, True, str(exc), "streamcert binds 127.0.0.1 only; enable loopback.")
-    return Check("loopback", True, True, "127.0.0.1 bindable")
+    try:
+        low, high = port_range()
+        free_port()
+    except StreamcertError as exc:  # a bad STREAMCERT_PORT_RANGE, or no free port in it
+        return Check("loopback", False, True, exc.message, exc.hint or "")
+    return Check("loopback", True, True, f"127.0.0.1 bindable; servers listen on ports {low}-{high}")
 
 
 def _class_archive() -> Check:

@@ -53,3 +53,15 @@ def test_a_live_run_is_left_alone_and_an_orphaned_one_is_a_stray(tmp_path, monke
 def test_required_failures_are_the_failed_required_checks():
     checks = [Check("a", True, True, ""), Check("b", False, True, "", "fix b"), Check("c", False, False, "")]
     assert [check.name for check in required_failures(checks)] == ["b"]
+
+
+def test_a_bad_port_range_fails_the_loopback_check_with_its_hint(monkeypatch):
+    from streamcert.harness.stack.ports import PORT_RANGE_VARIABLE
+
+    monkeypatch.setenv(PORT_RANGE_VARIABLE, "30000-20000")
+    (loopback,) = [check for check in diagnose() if check.name == "loopback"]
+    assert not loopback.ok and loopback.required
+    assert PORT_RANGE_VARIABLE in loopback.detail and "LOW-HIGH" in loopback.hint
+    monkeypatch.delenv(PORT_RANGE_VARIABLE)
+    (loopback,) = [check for check in diagnose() if check.name == "loopback"]
+    assert loopback.ok and "servers listen on ports" in loopback.detail
