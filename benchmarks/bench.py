@@ -19,7 +19,9 @@ until every acknowledged record is visible to a read_committed reader, and the r
 Every repeat also measures the raw ceiling of this machine (:mod:`streamcert.benchmarks.raw`), so each figure is
 also a ratio to it, and the cases of one repeat run back to back, so the ratios between cases (:data:`COMPARISONS`)
 are measured side by side. ``--rate max`` searches for the highest rate a case sustains
-(:func:`~streamcert.benchmarks.rate_search.find_max_rate`, short probes) before its measured runs.
+(:func:`~streamcert.benchmarks.rate_search.find_max_rate`, short probes) before its measured runs; where every
+probe that failed failed only because the load generator fell behind (it shares the machine's cores with Spark),
+the rate found is the generator's reach, a lower bound of the case's, and the case is marked *load-bound*.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from streamcert.benchmarks.rate_search import Probe, confirm_rate, find_max_rate
 from streamcert.harness.errors import ConfigurationError
 
 __all__ = ["BENCH_SCHEMA_VERSION", "BenchCase", "BenchSettings", "CASES", "COMPARISONS", "DEFAULT_CASES",
-           "resolve_cases", "measure_run", "summarize_repeats", "run_bench"]
+           "load_bound", "resolve_cases", "measure_run", "summarize_repeats", "run_bench"]
 
 BENCH_SCHEMA_VERSION = 1
 #: Highest --rate accepted: ten times what one broker on a laptop takes, so a typo is not a plan of 10^12 records.
@@ -398,8 +400,10 @@ def comparisons(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         unsustained = [case for case in (top, bottom) if cases[case].get("sustained") is False]
         # ... and a case whose output the harness's reader could not keep up with measured the reader too
         observer_bound = [case for case in (top, bottom) if cases[case].get("observer_bound_repeats")]
+        # ... and a case whose searched rate was the load generator's ceiling ran below its own
+        load_bound = [case for case in (top, bottom) if cases[case].get("load_bound")]
         found[name] = {"numerator": top, "denominator": bottom, "not_sustained": unsustained,
-                       "observer_bound": observer_bound,
+                       "observer_bound": observer_bound, "load_bound": load_bound,
                        **{figure: _spread(values) for figure, values in ratios.items()}}
     return found
 
@@ -451,7 +455,28 @@ def _search_rate(env: Any, case: BenchCase, settings: BenchSettings, limit: floa
     # The measured runs last longer than a probe: the rate must hold that long too.
     search = confirm_rate(search, probe_for(settings.duration_s, "confirming"), step=precision,
                           max_tries=2 if settings.quick else 3)
-    return search.as_dict()
+    found = search.as_dict()
+    found.update(load_bound(found))
+    return found
+
+
+def _only_the_generator_fell_behind(probe: dict[str, Any]) -> bool:
+    """A probe that failed only because the load generator could not produce its rate: the pipeline delivered
+    everything it was offered, and its backlog stayed bounded at the rate that was offered."""
+    offered = probe.get("input_records_per_s") or 0.0
+    return (not probe.get("sustained") and probe.get("generator_kept_up") is False and not probe.get("error")
+            and probe.get("lost", 0) == 0 and (probe.get("backlog_growth_per_s") or 0.0) <= _GROWTH_LIMIT * offered)
+
+
+def load_bound(search: dict[str, Any]) -> dict[str, Any]:
+    """Whether a rate search's ceiling is this machine's load generator's rather than the case's: every probe
+    that failed failed only because the generator fell behind its schedule (on a small machine it shares the cores
+    with Spark). Then ``max_rate`` is a lower bound of what the case sustains, and ``load_generator_records_per_s``
+    the most the generator produced beside it."""
+    failed = [p for p in [*search.get("probes", []), *search.get("confirmations", [])] if not p.get("sustained")]
+    bound = bool(failed) and search.get("max_rate") is not None and all(map(_only_the_generator_fell_behind, failed))
+    offered = max((p.get("input_records_per_s") or 0.0 for p in failed), default=0.0)
+    return {"load_bound": bound, "load_generator_records_per_s": round(offered, 1) if bound else None}
 
 
 def run_bench(settings: BenchSettings, cases: list[BenchCase], out: Path, env: Any = None,
@@ -542,6 +567,7 @@ def _rate_for(env: Any, case: BenchCase, settings: BenchSettings, results: dict[
     limit = float(ceiling.get("produce_records_per_s") or 200_000.0)
     search = _search_rate(env, case, settings, limit, out / "runs" / case.name / "rate-search", progress)
     results["rate_search"][case.name] = search
+    results["cases"][case.name]["load_bound"] = bool(search.get("load_bound"))
     if search["max_rate"] is None:
         raise ConfigurationError(f"Case {case.name} sustained no rate the search tried (down to "
                                  f"{min(p['rate'] for p in search['probes']):,.0f} records/s).",

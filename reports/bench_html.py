@@ -75,6 +75,9 @@ def _cases_table(results: dict[str, Any]) -> str:
         bound = body.get("observer_bound_repeats") or 0
         note += (f'<br><span class="bad-text" title="the harness read the output more than a round behind it: '
                  f'latency includes its reading">observer-bound ({bound} repeat(s))</span>') if bound else ""
+        note += ('<br><span class="bad-text" title="every rate-search probe above this rate failed only because '
+                 'the load generator fell behind: the case sustains at least this rate">load-bound (rate searched '
+                 'is a lower bound)</span>') if body.get("load_bound") else ""
         sustained = body.get("sustained")
         rows.append(
             f'<tr><td><a href="#case-{escape(name)}"><b>{escape(name)}</b></a>{note}</td>'
@@ -110,8 +113,12 @@ def _not_sustained(body: dict[str, Any]) -> str:
     bound = body.get("observer_bound") or []
     text = (f'<br><span class="bad-text">not sustained: {escape(", ".join(cases))} (a saturated pipeline: the '
             "ratio is not one of highest sustained rates)</span>") if cases else ""
-    return text + (f'<br><span class="bad-text">observer-bound: {escape(", ".join(bound))} (the harness read its '
-                   "output behind it: the ratio measures the reader too)</span>" if bound else "")
+    text += (f'<br><span class="bad-text">observer-bound: {escape(", ".join(bound))} (the harness read its '
+             "output behind it: the ratio measures the reader too)</span>" if bound else "")
+    loaded = body.get("load_bound") or []
+    return text + (f'<br><span class="bad-text">load-bound: {escape(", ".join(loaded))} (its rate was the most the '
+                   "load generator produced beside it, not its own ceiling: the throughput ratio compares the "
+                   "generator's reach, the latency ratios hold at that rate)</span>" if loaded else "")
 
 
 def _raw(results: dict[str, Any]) -> str:
@@ -187,8 +194,14 @@ def _case_section(name: str, body: dict[str, Any], search: dict[str, Any] | None
                        f"</tr>" for role, p in tried)
         confirmed = {True: " (held for a whole measured run)", False: " (no rate held for a whole measured run: the "
                      "lowest tried)", None: ""}[search.get("confirmed")]
+        bound = (f' <span class="bad-text">Load-bound: every probe that failed, failed only because the load '
+                 f"generator fell behind (it produced at most {_num(search.get('load_generator_records_per_s'))} "
+                 "records/s beside this pipeline, which kept up with all of it): the case sustains at least this "
+                 "rate; its own ceiling is above what this machine can offer it.</span>"
+                 if search.get("load_bound") else "")
         parts.append(f"<p>Rate search: highest sustained rate <b>{_num(search.get('max_rate'))}</b> records/s"
-                     f"{confirmed}.</p><table><tr><th>rate</th><th>run</th><th>sustained</th><th>input records/s</th>"
+                     f"{confirmed}.{bound}</p><table><tr><th>rate</th><th>run</th><th>sustained</th>"
+                     "<th>input records/s</th>"
                      "<th>output records/s</th><th>backlog growth/s</th>"
                      f"<th>p99 ms</th></tr>{rows}</table>")
     return "".join(parts)

@@ -136,6 +136,18 @@ def _rate_mismatches(before: dict[str, Any], after: dict[str, Any]) -> list[str]
             for case in sorted(set(old) & set(new)) if old[case] and new[case] and old[case] != new[case]]
 
 
+def _load_bound_warnings(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """A case whose searched rate was the load generator's ceiling: its throughput is the generator's reach."""
+    bound: dict[str, list[str]] = {}
+    for label, data in (("baseline", before), ("candidate", after)):
+        for case, body in (data.get("cases") or {}).items():
+            if body.get("load_bound"):
+                bound.setdefault(case, []).append(label)
+    return [f"{case}'s rate was load-bound in the {' and the '.join(labels)} (the most the load generator produced "
+            "beside it): its throughput there is a lower bound, not the connector's ceiling"
+            for case, labels in sorted(bound.items())]
+
+
 def _rates(rates: list[float]) -> str:
     return " / ".join(readable_number(rate) for rate in rates)
 
@@ -146,7 +158,7 @@ def _compare_bench(before: dict[str, Any], after: dict[str, Any], checks: list[R
     for case in sorted(set(old) | set(new)):
         names = sorted(set(old.get(case, {})) | set(new.get(case, {})))
         comparison.metrics[case] = {m: (old.get(case, {}).get(m), new.get(case, {}).get(m)) for m in names}
-    comparison.warnings += _rate_mismatches(before, after)
+    comparison.warnings += _rate_mismatches(before, after) + _load_bound_warnings(before, after)
     for check in checks:
         measured = [(case, values[check.metric]) for case, values in comparison.metrics.items()
                     if check.metric in values]

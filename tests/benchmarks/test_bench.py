@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamcert.benchmarks.bench import (CASES, COMPARISONS, BenchSettings, _query_failure, comparisons, measure_run,
-                                         observer_figures, resolve_cases, summarize_repeats)
+from streamcert.benchmarks.bench import (CASES, COMPARISONS, BenchSettings, _query_failure, comparisons, load_bound,
+                                         measure_run, observer_figures, resolve_cases, summarize_repeats)
 from streamcert.harness.errors import ConfigurationError
 from streamcert.reports.bench_html import bench_html
 
@@ -108,6 +108,48 @@ def test_a_comparison_names_its_cases_that_did_not_keep_up():
     cases = {"reference": {"runs": [_repeat(500, 400)], "sustained": False},
              "builtin": {"runs": [_repeat(1000, 200)], "sustained": True}}
     assert comparisons(cases)["reference_vs_builtin"]["not_sustained"] == ["reference"]
+
+
+def _probe(asked: float, produced: float, capacity: float | None = None) -> dict:
+    """A rate-search probe: ``asked`` records/s, of which the generator produced ``produced``/s, the pipeline
+    delivering them at most at ``capacity``/s."""
+    output, ledger, history = _run(rate=produced, seconds=30, delay_s=0.5, capacity=capacity)
+    figures = measure_run(output, ledger, history, rate=asked, record_bytes=100)
+    return {"rate": asked, **{k: figures[k] for k in ("sustained", "input_records_per_s", "backlog_growth_per_s",
+                                                       "lost", "generator_kept_up")}}
+
+
+def test_a_rate_search_stopped_by_the_load_generator_is_load_bound_and_flagged_in_comparisons_and_the_page():
+    """On a small machine the generator shares the cores with Spark: when every probe that failed failed only
+    because the generator fell behind (the pipeline delivered all it was offered), the rate found is the
+    generator's reach, a lower bound of the case's, and its throughput ratios must not read as the connector's."""
+    held = _probe(asked=2000, produced=2000)
+    generator_behind = _probe(asked=4000, produced=2600)
+    assert held["sustained"] and not generator_behind["sustained"] and not generator_behind["generator_kept_up"]
+    search = {"max_rate": 2000, "probes": [held, generator_behind], "confirmations": [held]}
+    assert load_bound(search) == {"load_bound": True, "load_generator_records_per_s": pytest.approx(2600, rel=0.03)}
+    # the pipeline itself fell behind the offered rate: its ceiling, not the generator's
+    pipeline_behind = _probe(asked=4000, produced=4000, capacity=2500)
+    assert pipeline_behind["generator_kept_up"] and not pipeline_behind["sustained"]
+    assert load_bound({**search, "probes": [held, pipeline_behind]})["load_bound"] is False
+    # both at once (the generator behind and the pipeline behind what it was offered): not the generator's alone
+    both = _probe(asked=4000, produced=3000, capacity=2000)
+    assert not both["generator_kept_up"] and both["backlog_growth_per_s"] > 500
+    assert load_bound({**search, "probes": [held, generator_behind, both]})["load_bound"] is False
+    assert load_bound({"max_rate": 2000, "probes": [held], "confirmations": []})["load_bound"] is False
+    assert load_bound({"max_rate": None, "probes": [generator_behind]})["load_bound"] is False
+
+    cases = {"streamcert-kafka": {"runs": [_repeat(2000, 400)], "load_bound": True},
+             "builtin": {"runs": [_repeat(2000, 300)], "load_bound": False}}
+    found = comparisons(cases)["reference_source_vs_builtin_source"]
+    assert found["load_bound"] == ["streamcert-kafka"]
+    results = {**_bench_results(), "comparisons": {"reference_source_vs_builtin_source": found}}
+    results["cases"]["builtin"]["load_bound"] = True
+    results["rate_search"]["builtin"].update(load_bound(search))
+    page = bench_html(results)
+    assert "load-bound: streamcert-kafka" in page and "load-bound (rate searched is a lower bound)" in page
+    assert "Load-bound: every probe that failed" in page and "at most 2,6" in page
+    assert "load-bound" not in bench_html(_bench_results())
 
 
 def test_a_query_that_failed_is_a_failed_repeat_kept_out_of_medians_and_ratios():

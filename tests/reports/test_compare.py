@@ -147,3 +147,21 @@ def test_cases_offered_other_rates_are_compared_with_a_warning_not_a_regression(
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(tmp_path / "page")]) == 0
     assert "warning: builtin was offered" in capsys.readouterr().out
     assert 'class="warning"' in (tmp_path / "page" / "compare.html").read_text()
+
+
+def test_a_load_bound_case_is_compared_with_a_warning_that_its_throughput_is_the_generators(tmp_path, capsys):
+    from tests.benchmarks.test_bench import _bench_results
+
+    baseline = _bench_results()
+    candidate = json.loads(json.dumps(baseline))
+    candidate["cases"]["builtin"]["load_bound"] = True
+    (tmp_path / "a.json").write_text(json.dumps(baseline))
+    (tmp_path / "b.json").write_text(json.dumps(candidate))
+    assert compare_files(tmp_path / "a.json", tmp_path / "b.json").warnings == [
+        "builtin's rate was load-bound in the candidate (the most the load generator produced beside it): its "
+        "throughput there is a lower bound, not the connector's ceiling"]
+    baseline["cases"]["builtin"]["load_bound"] = True
+    (tmp_path / "a.json").write_text(json.dumps(baseline))
+    assert "in the baseline and the candidate" in compare_files(tmp_path / "a.json", tmp_path / "b.json").warnings[0]
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    assert "warning: builtin's rate was load-bound" in capsys.readouterr().out
