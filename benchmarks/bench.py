@@ -42,7 +42,8 @@ from streamcert.benchmarks.rate_search import Probe, confirm_rate, find_max_rate
 from streamcert.harness.errors import ConfigurationError
 
 __all__ = ["BENCH_SCHEMA_VERSION", "BenchCase", "BenchSettings", "CASES", "COMPARISONS", "DEFAULT_CASES",
-           "load_bound", "resolve_cases", "measure_run", "summarize_repeats", "run_bench"]
+           "load_bound", "resolve_cases", "measure_run", "summarize_repeats", "run_bench",
+           "with_derived_figures"]
 
 BENCH_SCHEMA_VERSION = 1
 #: Highest --rate accepted: ten times what one broker on a laptop takes, so a typo is not a plan of 10^12 records.
@@ -574,6 +575,22 @@ def _rate_for(env: Any, case: BenchCase, settings: BenchSettings, results: dict[
                                  hint="Give a --rate it sustains, or look at the probes' runs under "
                                       f"{out / 'runs' / case.name / 'rate-search'}.")
     return float(search["max_rate"])
+
+
+def with_derived_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` (a bench.json, possibly of an older streamcert) with the figures derived from its measurements
+    computed afresh: each rate search's load-bound judgement and the comparisons. The measurements are untouched."""
+    import copy
+
+    results = copy.deepcopy(results)
+    cases = results.get("cases") or {}
+    for name, search in (results.get("rate_search") or {}).items():
+        search.update(load_bound(search))
+        if name in cases:
+            cases[name]["load_bound"] = search["load_bound"]
+    if cases and all("runs" in body for body in cases.values()):
+        results["comparisons"] = comparisons(cases)
+    return results
 
 
 def _save(results: dict[str, Any], out: Path) -> None:

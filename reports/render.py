@@ -1,16 +1,19 @@
 """Write a certification's reports beside (or away from) its ``results.json``: ``report.html``, ``junit.xml``
-and ``summary.md``."""
+and ``summary.md``; a benchmark's ``bench.html`` from its ``bench.json``; the capability matrix."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from streamcert.harness.errors import ConfigurationError
 from streamcert.reports.certification import load_certification
 from streamcert.reports.html import report_html
 from streamcert.reports.junit import junit_xml
 from streamcert.reports.summary import summary_markdown
 
-__all__ = ["MATRIX_FILES", "REPORT_FILES", "render_certification", "render_matrix"]
+__all__ = ["MATRIX_FILES", "REPORT_FILES", "render_bench", "render_certification", "render_matrix",
+           "render_results"]
 
 REPORT_FILES = ("report.html", "junit.xml", "summary.md")
 MATRIX_FILES = ("matrix.html", "matrix.md")
@@ -44,3 +47,41 @@ def render_matrix(results: list[Path | str], out: Path | str) -> list[Path]:
         (folder / name).write_text(pages[name], encoding="utf-8")
         written.append(folder / name)
     return written
+
+
+def render_results(results: Path | str, out: Path | str | None = None) -> list[Path]:
+    """Render whatever ``results`` is: a certification's results.json, a benchmark's bench.json, or a folder
+    holding one; the paths written."""
+    path = Path(results)
+    if path.is_dir() and not (path / "results.json").exists() and (path / "bench.json").exists():
+        path = path / "bench.json"
+    if path.is_file() and path.name != "results.json" and _is_bench(path):
+        return render_bench(path, out)
+    return render_certification(path, out)
+
+
+def _is_bench(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False  # load_certification says what is wrong with it
+    return isinstance(data, dict) and data.get("kind") == "bench"
+
+
+def render_bench(results: Path | str, out: Path | str | None = None) -> list[Path]:
+    """Render ``bench.html`` from a benchmark's ``bench.json`` into ``out`` (default: beside it), the figures
+    derived from its measurements computed afresh (a page of an older benchmark gets today's judgements)."""
+    from streamcert.benchmarks.bench import with_derived_figures
+    from streamcert.reports.bench_html import bench_html
+
+    path = Path(results)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"{path} is not a readable JSON file: {exc}.",
+                                 hint="Give the bench.json that `streamcert bench --out DIR` wrote.") from None
+    folder = Path(out) if out is not None else path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    page = folder / "bench.html"
+    page.write_text(bench_html(with_derived_figures(data)), encoding="utf-8")
+    return [page]

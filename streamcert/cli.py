@@ -187,9 +187,9 @@ def _certify(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from streamcert.reports.render import render_certification
+    from streamcert.reports.render import render_results
 
-    for path in render_certification(args.results, _out_folder(args.out) if args.out else None):
+    for path in render_results(args.results, _out_folder(args.out) if args.out else None):
         print(path)
     return EXIT_OK
 
@@ -436,8 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
     cert.set_defaults(func=_certify)
 
     report = commands.add_parser("report", help="render a certification's report.html, junit.xml and summary.md "
-                                                "from its results.json")
-    report.add_argument("results", metavar="RESULTS.json", help="a certification's results.json (or its folder)")
+                                                "from its results.json, or a benchmark's bench.html from bench.json")
+    report.add_argument("results", metavar="RESULTS.json",
+                        help="a certification's results.json or a benchmark's bench.json (or the folder holding it)")
     report.add_argument("--out", metavar="DIR", help="where the reports go (default: beside results.json)")
     report.set_defaults(func=_report)
 
