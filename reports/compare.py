@@ -191,6 +191,10 @@ def compare_files(baseline: Path | str, candidate: Path | str,
                                      hint="Drop --check: a certification regresses when a verdict gets worse.")
         comparison = _compare_verdicts(baseline, candidate)
     else:
+        from streamcert.benchmarks.bench import with_derived_figures
+
+        # judged as today's streamcert judges (an older bench.json lacks the newer judgements, e.g. load-bound)
+        before, after = with_derived_figures(before), with_derived_figures(after)
         comparison = _compare_bench(before, after, checks or [])
     comparison.baseline, comparison.candidate = before, after
     comparison.paths = (str(baseline), str(candidate))

@@ -53,6 +53,10 @@ def render_results(results: Path | str, out: Path | str | None = None) -> list[P
     """Render whatever ``results`` is: a certification's results.json, a benchmark's bench.json, or a folder
     holding one; the paths written."""
     path = Path(results)
+    if not path.exists():
+        raise ConfigurationError(f"No results file at {path}.",
+                                 hint="Give the results.json that `streamcert certify --out DIR` wrote, or the "
+                                      "bench.json of `streamcert bench --out DIR` (or DIR itself).")
     if path.is_dir() and not (path / "results.json").exists() and (path / "bench.json").exists():
         path = path / "bench.json"
     if path.is_file() and path.name != "results.json" and _is_bench(path):

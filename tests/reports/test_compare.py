@@ -150,18 +150,27 @@ def test_cases_offered_other_rates_are_compared_with_a_warning_not_a_regression(
 
 
 def test_a_load_bound_case_is_compared_with_a_warning_that_its_throughput_is_the_generators(tmp_path, capsys):
-    from tests.benchmarks.test_bench import _bench_results
+    """Load-bound is judged from each file's rate search (as today's streamcert judges, whatever wrote the file)."""
+    from tests.benchmarks.test_bench import _bench_results, _probe
 
     baseline = _bench_results()
     candidate = json.loads(json.dumps(baseline))
-    candidate["cases"]["builtin"]["load_bound"] = True
+    generator_behind = {"max_rate": 2000, "probes": [_probe(2000, 2000), _probe(4000, 2600)], "confirmations": []}
+    candidate["rate_search"]["builtin"] = generator_behind
     (tmp_path / "a.json").write_text(json.dumps(baseline))
     (tmp_path / "b.json").write_text(json.dumps(candidate))
     assert compare_files(tmp_path / "a.json", tmp_path / "b.json").warnings == [
         "builtin's rate was load-bound in the candidate (the most the load generator produced beside it): its "
         "throughput there is a lower bound, not the connector's ceiling"]
-    baseline["cases"]["builtin"]["load_bound"] = True
+    baseline["rate_search"]["builtin"] = generator_behind
     (tmp_path / "a.json").write_text(json.dumps(baseline))
     assert "in the baseline and the candidate" in compare_files(tmp_path / "a.json", tmp_path / "b.json").warnings[0]
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     assert "warning: builtin's rate was load-bound" in capsys.readouterr().out
+    # a pipeline that fell behind what it was offered is its own ceiling: no warning
+    baseline["rate_search"]["builtin"] = {**generator_behind, "probes": [_probe(2000, 2000),
+                                                                         _probe(4000, 4000, capacity=2500)]}
+    candidate["rate_search"]["builtin"] = baseline["rate_search"]["builtin"]
+    (tmp_path / "a.json").write_text(json.dumps(baseline))
+    (tmp_path / "b.json").write_text(json.dumps(candidate))
+    assert compare_files(tmp_path / "a.json", tmp_path / "b.json").warnings == []

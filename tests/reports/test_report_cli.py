@@ -22,6 +22,7 @@ def test_report_of_something_else_is_a_usage_error_with_a_hint(tmp_path, capsys)
     assert main(["report", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert "No results file at" in err and "Hint:" in err and "Traceback" not in err
+    assert "bench.json" in err  # a benchmark's results are rendered too
 
 
 def test_report_re_renders_a_benchmark_page_with_its_derived_figures_computed_afresh(tmp_path, capsys):
