@@ -59,33 +59,36 @@ def render_results(results: Path | str, out: Path | str | None = None) -> list[P
                                       "bench.json of `streamcert bench --out DIR` (or DIR itself).")
     if path.is_dir() and not (path / "results.json").exists() and (path / "bench.json").exists():
         path = path / "bench.json"
-    if path.is_file() and path.name != "results.json" and _is_bench(path):
-        return render_bench(path, out)
-    return render_certification(path, out)
+    if path.is_file() and path.name != "results.json":
+        data = _read_json(path)
+        if isinstance(data, dict) and data.get("kind") == "bench":
+            return [_write_bench_page(data, Path(out) if out is not None else path.parent)]
+    return render_certification(path, out)  # it also says what is wrong with anything else
 
 
-def _is_bench(path: Path) -> bool:
+def _read_json(path: Path) -> object:
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
-        return False  # load_certification says what is wrong with it
-    return isinstance(data, dict) and data.get("kind") == "bench"
+        return None
 
 
 def render_bench(results: Path | str, out: Path | str | None = None) -> list[Path]:
     """Render ``bench.html`` from a benchmark's ``bench.json`` into ``out`` (default: beside it), the figures
     derived from its measurements computed afresh (a page of an older benchmark gets today's judgements)."""
+    path = Path(results)
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{path} is not a readable JSON object.",
+                                 hint="Give the bench.json that `streamcert bench --out DIR` wrote.")
+    return [_write_bench_page(data, Path(out) if out is not None else path.parent)]
+
+
+def _write_bench_page(data: dict, folder: Path) -> Path:
     from streamcert.benchmarks.bench import with_derived_figures
     from streamcert.reports.bench_html import bench_html
 
-    path = Path(results)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"{path} is not a readable JSON file: {exc}.",
-                                 hint="Give the bench.json that `streamcert bench --out DIR` wrote.") from None
-    folder = Path(out) if out is not None else path.parent
     folder.mkdir(parents=True, exist_ok=True)
     page = folder / "bench.html"
     page.write_text(bench_html(with_derived_figures(data)), encoding="utf-8")
-    return [page]
+    return page
