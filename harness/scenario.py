@@ -35,6 +35,7 @@ from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.faults.base import Fault, FaultContext
 from streamcert.harness.faults.base import FaultNotApplicable
 from streamcert.harness.faults.registry import build_fault
+from streamcert.harness.faults.registry import kind as fault_kind
 from streamcert.harness.faults.schedule import PROFILES, FaultSpec, parse
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
@@ -391,6 +392,8 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
             workdir: Path, master: str | None = None) -> DriverProcess:
     present = [c for c in connectors if c is not None]
     spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
+    for spec in scenario.schedule:  # what the run's faults need of the driver (the status API, say)
+        spark_conf.update(fault_kind(spec.fault).fault_class.spark_conf)
     spark_conf.update(scenario.spark_conf)
     packages = list(dict.fromkeys(p for c in present for p in c.spark_packages))
     jars = [str(path) for path in ensure_jars(packages)]  # resolved here, once, not by each driver attempt

@@ -63,6 +63,9 @@ class Fault(ABC):
     """
 
     needs: tuple[str, ...] = ()
+    #: Spark settings the query's driver needs for this fault to act on it (e.g. the status API a kill timed by
+    #: the query's moments reads); the scenario runner adds them to the driver of a run whose schedule has the kind.
+    spark_conf: dict[str, str] = {}
 
     def __init__(self, spec: FaultSpec, context: FaultContext) -> None:
         self.spec = spec

@@ -87,6 +87,8 @@ class DriverProcess(ProcessBacked):
         self.attempt = 0
         self._process: ManagedProcess | None = None
         self._driver_token = ""
+        #: the checkpoint as each attempt found it when it started (attempt -> state): which batch it replays
+        self.start_states: dict[int, CheckpointState] = {}
 
     @property
     def fault_points_dir(self) -> Path:
@@ -102,6 +104,7 @@ class DriverProcess(ProcessBacked):
             return
         ensure_class_archive()  # here, once, rather than inside a driver whose start a fault is timing
         self.attempt += 1
+        self.start_states[self.attempt] = self.checkpoint()
         self.workdir.mkdir(parents=True, exist_ok=True)
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
         spec_file.write_text(self.spec.to_json())
@@ -196,6 +199,12 @@ class DriverProcess(ProcessBacked):
                 out.append(event)
         return out
 
+    def session(self, attempt: int | None = None) -> dict[str, Any] | None:
+        """The ``session`` event of ``attempt`` (default: the latest): its Spark UI's address (``ui``, None when the
+        UI is off) and application id; None until its SparkSession started."""
+        attempt = self.attempt if attempt is None else attempt
+        return next((e for e in self.events(attempt) if e.get("event") == "session"), None)
+
     def query_error(self, attempt: int | None = None) -> str | None:
         """The first line of the error the query of ``attempt`` (default: the latest) terminated with, if any."""
         attempt = self.attempt if attempt is None else attempt
@@ -282,6 +291,7 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
     spark = spark_session(SparkConfig(master=spec.master, conf=spec.spark_conf, packages=spec.packages,
                                       app_name=f"streamcert-driver-{attempt}"))
     spark.streams.addListener(_Reporter())
+    emit("session", ui=spark.sparkContext.uiWebUrl, app_id=spark.sparkContext.applicationId)
     stopping = threading.Event()
 
     def on_term(_signum, _frame) -> None:

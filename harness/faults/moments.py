@@ -1,0 +1,230 @@
+"""Driver kills timed by what the query is observed doing: a moment of the batch lifecycle, in a class of batch.
+
+:class:`DriverKillAtMoment` watches the driver's current attempt through Spark's status API and its checkpoint
+(:mod:`streamcert.harness.run.query_status`) until a batch of the wanted class (``first`` after a start, ``steady``
+after three commits of the same attempt, ``replay_of_replay``) shows the wanted moment (``planning``, ``reading``,
+``read_done``, ``writing``, ``commit_in_flight``, ``just_committed``). Then it decides by freezing, not by racing:
+it SIGSTOPs the driver (its Python process and JVM, where local executors run too), reads the checkpoint again and
+kills only when the checkpoint still agrees (the batch uncommitted; for ``just_committed`` the commit written and
+the next batch not planned); otherwise it lets the driver go on and watches the next batch. Nothing of it needs the
+connector's cooperation: a connector cannot tell it is being watched.
+
+A moment the wanted batch passed unstruck (a first batch whose commit was faster than a look) is tried again on a
+later batch; for a ``first`` or ``replay_of_replay`` batch that needs a new attempt: the fault kills the driver at
+the moment it is in (a *positioning* kill, recorded like any other strike) and watches the next attempt's first
+batch. A ``replay_of_replay`` is made that way when the attempt does not start with one: the first batch is killed
+before it commits until two attempts in a row started with the same batch pending.
+
+The ``fault-start`` event lists every strike (``strikes``: its observation, the moments and batch class the kill
+reached, how long after the look the driver froze) and says whether the wanted cell was ``reached``; ``stop``
+restarts the driver from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import requests
+from pydantic import Field
+
+from streamcert.harness.faults.base import Fault
+from streamcert.harness.faults.registry import FaultParams, fault_kind
+from streamcert.harness.run.checkpoint import CheckpointState
+from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, Observation,
+                                                 SparkStatus, batch_class, moments_of, replay_depth)
+
+__all__ = ["MomentKillParams", "DriverKillAtMoment", "cells_of"]
+
+#: Seconds between two looks at the query (each look is one or two requests to the status API: ~15 ms here).
+_LOOK_INTERVAL_S = 0.005
+
+
+class MomentKillParams(FaultParams):
+    moment: Literal[MOMENTS] = Field(description="the moment of the batch to strike (see query_status.MOMENTS)")
+    batch_class: Literal[BATCH_CLASSES] = Field("steady", description="the class of batch to strike: first after a "
+                                                "start, steady (3 committed before it), replay_of_replay")
+    tries: int = Field(6, ge=1, le=50, description="batches (attempts, for a first batch) to watch before giving up")
+    timeout_s: float = Field(240.0, gt=0, le=3600, allow_inf_nan=False,
+                             description="seconds to look for the moment before giving up")
+
+
+def cells_of(strike: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (moment, batch class) cells a recorded strike reached (none when the kill did not land)."""
+    if not strike.get("landed"):
+        return []
+    return [(moment, strike["batch_class"]) for moment in strike.get("moments", ())
+            if strike.get("batch_class") in BATCH_CLASSES]
+
+
+class _Missed(Exception):
+    """The wanted batch passed its moment unstruck (a first batch needs a new attempt)."""
+
+
+@fault_kind("driver_kill_moment", targets=("driver",), params=MomentKillParams)
+class DriverKillAtMoment(Fault):
+    """SIGKILL the driver at an observed moment of a batch of a given class (see the module's docstring); ``stop``
+    restarts it."""
+
+    needs = ("driver",)
+    #: what the driver's Spark settings need for this fault to watch it (the status API)
+    spark_conf = STATUS_SPARK_CONF
+
+    def _inject(self) -> dict[str, Any]:
+        params, driver = self.params, self.driver
+        deadline = time.monotonic() + params.timeout_s
+        strikes: list[dict[str, Any]] = []
+        self._let_go = 0
+        for _ in range(params.tries + 1):
+            try:
+                strike = self._watch_attempt(deadline)
+            except _Missed as miss:
+                strikes.append(self._position(str(miss), deadline))
+                continue
+            if strike is not None:
+                strikes.append(strike)
+            break
+        reached = any(strike["landed"] and strike["wanted"] for strike in strikes)
+        if driver.is_running():  # nothing struck in time: a kill all the same, so stop() restarts as planned
+            strikes.append(self._kill_now("gave up: killed where the query was"))
+        final = driver.checkpoint()
+        return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": reached,
+                "strikes": strikes, "let_go": self._let_go,
+                "in_window": reached and params.moment != "just_committed",
+                "pending_batch": final.pending, "latest_commit": final.latest_commit}
+
+    def _heal(self) -> dict[str, Any]:
+        self.driver.restart()
+        return {"attempt": self.driver.attempt}
+
+    # -- watching one attempt ------------------------------------------------------------------
+
+    def _watch_attempt(self, deadline: float) -> dict[str, Any] | None:
+        """Look at the current attempt until the wanted moment shows in a batch of the wanted class: strike, and
+        return the strike once a kill landed; :class:`_Missed` when the wanted batch can no longer show it in this
+        attempt; None when time ran out, the driver stopped, or ``tries`` steady batches passed unstruck."""
+        driver, params = self.driver, self.params
+        attempt = driver.attempt
+        status = self._status(attempt, deadline)
+        if status is None:
+            return None
+        start = driver.start_states.get(attempt, CheckpointState(None, None))
+        passed: set[int] = set()
+        try:
+            while time.monotonic() < deadline and driver.is_running():
+                seen = self._look(status, attempt, start)
+                if seen is not None:
+                    if seen.batch_class == params.batch_class and params.moment in seen.moments:
+                        strike = self._freeze_and_decide(seen)
+                        if strike["landed"]:
+                            return strike
+                        self._let_go += 1  # the checkpoint moved on between the look and the freeze
+                    if seen.batch_class == params.batch_class:
+                        passed.add(seen.batch)
+                    if self._hopeless(seen, passed):
+                        return None
+                time.sleep(_LOOK_INTERVAL_S)
+        finally:
+            status.close()
+        return None
+
+    def _hopeless(self, seen: Observation, passed: set[int]) -> bool:
+        """True once ``tries`` steady batches passed; :class:`_Missed` once this attempt's first batch is over (or,
+        for a replay of a replay, it is not one)."""
+        wanted = self.params.batch_class
+        if wanted == "steady":
+            return len(passed) > self.params.tries
+        if seen.batch_class in ("warming", "steady"):
+            raise _Missed(f"the attempt's first batch passed the {self.params.moment} moment unstruck")
+        if wanted == "replay_of_replay" and seen.batch_class == "first":
+            raise _Missed("the attempt's first batch is not a replay of a replay yet")
+        return False
+
+    def _status(self, attempt: int, deadline: float) -> SparkStatus | None:
+        """The status API of ``attempt`` once its query started (a batch a killed attempt left pending shows in the
+        checkpoint at once: striking before the query even started would hit start-up, not a batch)."""
+        driver = self.driver
+        while time.monotonic() < deadline and driver.is_running() and driver.attempt == attempt:
+            events = driver.events(attempt)
+            session = next((e for e in events if e.get("event") == "session"), None)
+            if session is not None and any(e.get("event") == "started" for e in events):
+                if not session.get("ui"):
+                    raise RuntimeError("the driver runs without Spark's UI, whose status API this fault reads "
+                                       "(the scenario's Spark settings must include query_status.STATUS_SPARK_CONF)")
+                return SparkStatus(session["ui"], session["app_id"])
+            time.sleep(0.05)
+        return None
+
+    def _look(self, status: SparkStatus, attempt: int, start: CheckpointState) -> Observation | None:
+        """One look: the checkpoint, then (a batch pending) that batch's jobs."""
+        state = self.driver.checkpoint()
+        batch = state.pending if state.pending is not None else state.latest_commit
+        if batch is None:
+            return None
+        if state.pending is None and (start.latest_commit is not None and batch <= start.latest_commit):
+            return None  # the latest commit is an earlier attempt's: this one committed nothing yet
+        try:
+            jobs = status.jobs_of(batch) if state.pending is not None else ()
+        except requests.RequestException:
+            return None  # the driver is stopping, or busy: look again
+        if self.driver.checkpoint() != state:
+            return None  # the checkpoint moved while the jobs were read: the two do not describe one moment
+        depth = replay_depth(batch, attempt, self.driver.start_states)
+        return Observation(attempt, batch, moments_of(state, jobs, next_planned=False),
+                           batch_class(batch, start, depth), depth, state, jobs)
+
+    # -- striking ----------------------------------------------------------------------------
+
+    def _freeze_and_decide(self, seen: Observation) -> dict[str, Any]:
+        """SIGSTOP the driver, read the checkpoint: kill when it still agrees with the look, else let it go on."""
+        driver = self.driver
+        looked = time.monotonic()
+        driver.pause()
+        frozen_ms = round(1000 * (time.monotonic() - looked), 1)
+        state = driver.checkpoint()
+        if _agrees(seen, state):
+            driver.kill()
+            return self._strike(seen, landed=True, frozen_ms=frozen_ms)
+        driver.resume()
+        return self._strike(seen, landed=False, frozen_ms=frozen_ms, checkpoint_moved_to=state.latest_commit)
+
+    def _strike(self, seen: Observation, landed: bool, **details: Any) -> dict[str, Any]:
+        return {**seen.as_dict(), "landed": landed, "wanted": self.params.moment in seen.moments
+                and seen.batch_class == self.params.batch_class, **details}
+
+    def _position(self, why: str, deadline: float) -> dict[str, Any]:
+        """A kill that brings a new attempt (and with it a first batch): at the moment the query is in, preferring a
+        moment before the commit, so that the next attempt replays the batch."""
+        driver = self.driver
+        attempt = driver.attempt
+        status = self._status(attempt, deadline)
+        start = driver.start_states.get(attempt, CheckpointState(None, None))
+        try:
+            while status is not None and time.monotonic() < deadline and driver.is_running():
+                seen = self._look(status, attempt, start)
+                if seen is not None and seen.moments and "just_committed" not in seen.moments:
+                    strike = self._freeze_and_decide(seen)
+                    if strike["landed"]:
+                        driver.restart()
+                        return {**strike, "positioning": why}
+                time.sleep(_LOOK_INTERVAL_S)
+        finally:
+            if status is not None:
+                status.close()
+        strike = self._kill_now(why)
+        driver.restart()
+        return strike
+
+    def _kill_now(self, why: str) -> dict[str, Any]:
+        state = self.driver.checkpoint()
+        self.driver.kill()
+        return {"attempt": self.driver.attempt, "batch": state.pending, "moments": [], "batch_class": None,
+                "landed": False, "wanted": False, "positioning": why}
+
+
+def _agrees(seen: Observation, state: CheckpointState) -> bool:
+    """Whether the checkpoint read with the driver frozen still shows the batch ``seen`` looked at, in the same
+    place: uncommitted for a moment before the commit; committed, and the next batch not planned, after it."""
+    if "just_committed" in seen.moments:
+        return state.pending is None and state.latest_commit == seen.batch
+    return state.pending == seen.batch
