@@ -69,10 +69,12 @@ class Certification:
 
 
 def prepare(references: list[str] | None, requirement_ids: list[str] | None = None, *, seed: int = 1,
-            quick: bool = False, strict: bool = True, spark_master: str | None = None) -> Certification:
+            quick: bool = False, strict: bool = True, spark_master: str | None = None,
+            cooperative: bool = True) -> Certification:
     """Find and check the connectors and requirements; plan the runs. A ConfigurationError on any bad input.
 
-    ``spark_master``: run every query there instead of the plan's local masters (:func:`on_master`)."""
+    ``spark_master``: run every query there instead of the plan's local masters (:func:`on_master`).
+    ``cooperative`` false: the connectors' own fault points are not used (only faults that need no cooperation)."""
     if spark_master is not None:
         from streamcert.harness.stack.spark import refuse_unreachable_master, validate_master
 
@@ -98,7 +100,7 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
                 hint="A source is judged on SRC and GEN, a sink on SNK and GEN, an aggregator on AGG and GEN.")
     certification = Certification(connectors, wanted, seed, quick, strict)
     for reference, connector in connectors.items():
-        certification.runs += plan(reference, connector, seed, quick, wanted)
+        certification.runs += plan(reference, connector, seed, quick, wanted, cooperative)
         certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
     failover = any(run.brokers > 1 for run in certification.runs)
     certification.runs[:0] = cluster_runs(seed, wanted, failover)

@@ -17,15 +17,21 @@ from typing import Any
 import pandas as pd
 
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
+from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 
-__all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "kills_struck", "faults_happened", "progress", "admission",
+__all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "NEEDED_MOMENTS", "kills_struck", "cells_reached", "faults_happened", "progress", "admission",
            "clean_stop", "assignment", "end_offsets", "option_errors", "leftovers", "not_judged", "evidence_check",
            "read_driver_events"]
 
 #: The fault kinds that kill the driver.
-KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
-#: The moment of the batch a requirement's kills must strike (:data:`streamcert.spi.connector.MOMENTS`).
+KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at", MOMENT_KILL)
+#: The moment of the batch a requirement's kills must strike (:data:`streamcert.spi.connector.MOMENTS`), in runs
+#: whose kills are not timed by observed moments (schedules written before them, hand-made ones).
 AIMS = {"SRC-1": "window", "SNK-1": "window", "SNK-3": "committing", "SNK-4": "committing", "AGG-4": "committing"}
+#: The observed moments (:data:`streamcert.harness.run.query_status.MOMENTS`) whose planned cells a requirement
+#: needs reached: a replayed commit (SNK-3, SNK-4) is exercised by kills inside the commit and right after it.
+NEEDED_MOMENTS = {"SRC-1": None, "SNK-1": None, "AGG-4": None,
+                  "SNK-3": ("commit_in_flight", "just_committed"), "SNK-4": ("commit_in_flight", "just_committed")}
 #: Seconds a query may take to stop once asked (GEN-3).
 STOP_BOUND_S = 30.0
 
@@ -38,7 +44,9 @@ class RunEvidence:
                  output: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None,
                  option_cases: list[dict[str, Any]] | None = None,
                  acknowledged: Callable[[], set[int]] | set[int] | None = None,
-                 acked_writes: dict[str, Any] | None = None):
+                 acked_writes: dict[str, Any] | None = None, schedule: list[dict[str, Any]] | None = None):
+        #: the run's fault schedule, as JSON entries (the cells its moment kills planned)
+        self.schedule = list(schedule or [])
         #: GEN-2's probe outcomes (:func:`streamcert.conformance.options_probe.probe_options`), when it ran
         self.option_cases = option_cases
         #: a BRK run's :meth:`~streamcert.harness.run.acked_writes.AckedWritesResult.as_dict`, when it ran
@@ -69,7 +77,7 @@ class RunEvidence:
 
         return cls(result.history, read_driver_events(Path(workdir) / "driver" / "driver-events.jsonl"),
                    result.scenario.get("options", {}), kill_points, leftover_probe, output,
-                   acknowledged=acknowledged)
+                   acknowledged=acknowledged, schedule=result.scenario.get("schedule", []))
 
     def everything_delivered(self) -> bool:
         """Whether every acknowledged record reached the output (False when the run kept no ledger)."""
@@ -148,6 +156,28 @@ def kills_struck(evidence: RunEvidence, aim: str) -> CheckResult:
         return _result("fault_reached", True, counts, elsewhere, aim=aim)
     return _result("fault_reached", UNKNOWN, counts, elsewhere,
                    f"no driver kill struck the {aim} moment of a batch: the requirement was not exercised", aim=aim)
+
+
+def cells_reached(evidence: RunEvidence, moments: tuple[str, ...] | None) -> CheckResult:
+    """``fault_reached`` for a requirement exercised by kills timed by observed moments: valid when every cell
+    (moment, batch class) the run's schedule planned, of ``moments`` (None: all), was reached by a kill that landed;
+    unknown, listing the missing cells, otherwise. The data carries the run's whole coverage grid."""
+    grid = coverage_grid(evidence.schedule, evidence.history)
+    needed, missing = grid.planned_for(moments), grid.missing(moments)
+    errors = [{"fault": event.get("fault"), "error": event.get("error")} for event in evidence.history
+              if event["kind"] == "fault-error" and event.get("fault") in KILL_FAULTS]
+    counts = {"planned_cells": len(needed), "reached_cells": len(needed) - len(missing), "missing_cells": len(missing),
+              "kills": sum(grid.reached.values()), "errors": len(errors)}
+    violations = [{"cell": f"{moment}@{batch_class}", "problem": "no kill reached it"}
+                  for moment, batch_class in missing] + errors
+    data = {"coverage": grid.as_dict(), "moments": list(moments) if moments else None}
+    if not needed:
+        return _result("fault_reached", UNKNOWN, counts, violations, "the run planned no kill at the moments this "
+                       "requirement needs", **data)
+    if missing or errors:
+        return _result("fault_reached", UNKNOWN, counts, violations, f"{len(missing)} planned cell(s) of the kill "
+                       "grid were not reached: the requirement was not exercised everywhere it must be", **data)
+    return _result("fault_reached", True, counts, [], **data)
 
 
 def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResult:
@@ -412,6 +442,8 @@ _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
 def evidence_check(name: str, evidence: RunEvidence, requirement: str, faults: tuple[str, ...]) -> CheckResult:
     """The evidence check ``name`` for ``requirement`` (whose procedure uses fault kinds ``faults``) on one run."""
     if name == "fault_reached":
+        if requirement in NEEDED_MOMENTS and any(entry.get("fault") == MOMENT_KILL for entry in evidence.schedule):
+            return cells_reached(evidence, NEEDED_MOMENTS[requirement])
         aim = AIMS.get(requirement)
         return kills_struck(evidence, aim) if aim else faults_happened(evidence, faults)
     return _EVIDENCE[name](evidence)

@@ -5,10 +5,12 @@ history judges many requirements at once. A source under test is read into Spark
 cooperation needed); a sink under test is fed by the reference Kafka source; an aggregator sits between the
 reference source and the reference Kafka 2PC sink.
 
-The faults never rely on the connector's cooperation: the driver is killed inside Spark's offsets/commits window,
-at seeded random moments of the batch lifecycle (:class:`~streamcert.harness.faults.driver.DriverKillRandomFault`)
-and as soon as the output grows while a batch is uncommitted; Python workers are killed while they run a task.
-The connector's own fault points (``kill_points``, ``fail_points``) come on top. Every choice is drawn from
+The faults never rely on the connector's cooperation: a kill run kills the driver at every moment of the batch
+lifecycle the query is observed in (planning, reading, read done, writing, commit in flight, just committed: see
+:mod:`~streamcert.harness.faults.moments`), in the first batch after a start, in steady batches and in a replay of a
+replay, with the connector's own link slowed by a seeded latency toxic so that a multi-step commit's steps are wide
+apart; Python workers are killed while they run a task. The connector's own fault points (``kill_points``,
+``fail_points``) come on top, unless the plan is made without them (``cooperative`` false). Every choice is drawn from
 ``random.Random(f"{seed}:{connector}:{scenario}")``: the same seed gives the same schedules, byte for byte.
 
 Called in the harness's process by :func:`streamcert.conformance.certify.certify` before any run starts.
@@ -99,28 +101,84 @@ def _workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
                            "transaction_records": 50, "seed": rng.randrange(1 << 30), **changes})
 
 
-def _kills(rng: random.Random, count: int, kill_points: dict[str, str], sink_output_aware: bool,
-           every_point: bool = True) -> list:
-    """A window kill at a seeded delay, ``count`` kills at seeded random moments, one when the output grows (for
-    sinks), then the connector's (or its partner sink's) kill points: every one, or (``every_point`` false, the
-    quick plan) every ``committing`` one and one ``window`` one drawn by the seed."""
-    entries = [("driver_kill", "driver", {"min_batch": 1, "delay_ms": rng.randrange(0, 150)}, 0.0)]
-    entries += [("driver_kill_random", "driver", {"fraction": round(rng.uniform(0.0, 1.5), 3)}, 0.0)
-                for _ in range(count)]
-    if sink_output_aware:
-        entries.append(("driver_kill_on_output", "driver", {}, 0.0))
+#: The moments a kill run strikes (:data:`streamcert.harness.run.query_status.MOMENTS`), in lifecycle order.
+_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "just_committed")
+#: Moments after which the batch is still pending: a kill there makes the next attempt replay it.
+_BEFORE_COMMIT = _MOMENTS[:-1]
+
+
+def _moment_kills(rng: random.Random, quick: bool) -> list:
+    """Driver kills timed by observed moments, so that every cell of the run's grid is planned: every moment in a
+    ``steady`` batch and in an attempt's ``first`` batch (the quick plan: every moment once, the class drawn), and
+    replays of a replay (two; one in the quick plan). Each strikes a seeded fraction into its moment.
+
+    Order makes the replays cheap: a steady kill before the commit leaves its batch pending, the next attempt's
+    first batch replays it and is killed before its commit too, and the attempt after that starts with a replay of a
+    replay."""
+    steady = rng.sample(_MOMENTS, len(_MOMENTS))
+    first = rng.sample(_MOMENTS, len(_MOMENTS))
+    if quick:
+        classes = [rng.choice(("first", "steady")) for _ in _MOMENTS]
+        pairs = [(moment, batch_class) for moment, batch_class in zip(steady, classes, strict=True)]
+        replays = 1
+    else:
+        pairs = [cell for both in zip([(m, "steady") for m in steady], [(m, "first") for m in first], strict=True)
+                 for cell in both]
+        replays = 2
+    cells = list(pairs)
+    for _ in range(replays):  # after a (pending, then replayed and killed pending) pair, or else at the end
+        at = next((i + 2 for i in range(len(cells) - 1) if cells[i][0] in _BEFORE_COMMIT and cells[i][1] == "steady"
+                   and cells[i + 1][0] in _BEFORE_COMMIT and cells[i + 1][1] == "first"
+                   and (i + 2 >= len(cells) or cells[i + 2][1] != "replay_of_replay")), len(cells))
+        cells.insert(at, (rng.choice(_MOMENTS), "replay_of_replay"))
+    return [("driver_kill_moment", "driver", {"moment": moment, "batch_class": batch_class,
+                                              "fraction": round(rng.uniform(0.0, 0.9), 3)}, 0.0)
+            for moment, batch_class in cells]
+
+
+def _point_kills(rng: random.Random, kill_points: dict[str, str], every_point: bool) -> list:
+    """The connector's (or its partner sink's) own kill points, a bonus on top of the observed moments: every one,
+    or (``every_point`` false, the quick plan) every ``committing`` one and one ``window`` one drawn by the seed."""
     window = sorted(point for point, moment in kill_points.items() if moment == "window")
     points = sorted(point for point, moment in kill_points.items() if moment == "committing")
     chosen = rng.choice(window) if window else None  # drawn in both plans: the quick one replays the full one's
     points += window if every_point else [chosen] if chosen else []
-    entries += [("driver_kill_at", "driver", {"point": point}, 0.0) for point in points]
-    return entries
+    return [("driver_kill_at", "driver", {"point": point}, 0.0) for point in points]
+
+
+def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], cooperative: bool) -> list:
+    """A kill run's chain: the moment grid, then (``cooperative``) the connector's kill points."""
+    kills = _moment_kills(rng, quick)
+    return kills + (_point_kills(rng, kill_points, every_point=not quick) if cooperative else [])
+
+
+#: Milliseconds of latency (each way) a kill run adds to the connector's own link: a multi-step commit's steps
+#: become hundreds of milliseconds apart, wide enough for a look at the query to land between them.
+_SLOW_LINK_MS = (120, 260)
+
+
+def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec]:
+    """The kill chain, with a seeded latency toxic on ``link`` (both directions) lasting until its last kill."""
+    chain = _chain(kills)
+    if link is None:
+        return chain
+    latency = rng.randrange(*_SLOW_LINK_MS)
+    params = {"latency": latency, "jitter": latency // 5}
+    last = len(chain) - 1
+    return chain + [FaultSpec("latency", link, 0.0, _SLOW_LINK_CAP_S, params, stream, until=last)
+                    for stream in ("upstream", "downstream")]
+
+
+#: The longest a kill run's slowed link lasts (its kills normally end it much sooner).
+_SLOW_LINK_CAP_S = 1800.0
 
 
 def _kill_records(batch: int, kills: list) -> int:
-    """Enough input for every kill to strike a batch (each restart runs about one before the next kill) and a few
-    batches after the last one; more only makes the run longer."""
-    return batch * (len(kills) + 6)
+    """Enough input for every kill to strike its batch and a few batches after the last one: a steady kill lets its
+    attempt commit its first batch and three more before it strikes (a few more when a moment was missed), a first
+    batch kill at most one."""
+    steady = sum(1 for kill in kills if (kill[2] or {}).get("batch_class") == "steady")
+    return batch * (6 * steady + 2 * (len(kills) - steady) + 6)
 
 
 #: Batches a zombie run commits before its first freeze: by then every executor has started its Python workers
@@ -144,7 +202,7 @@ def _toxics(rng: random.Random, link: str, count: int) -> list:
 
 # -- sources -------------------------------------------------------------------------------------
 
-def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[PlannedRun]:
+def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
     runs = []
     rng = _rng(seed, connector, "baseline")
     runs.append(PlannedRun(ref, "baseline", ("SRC-2", "SRC-3", "SRC-6", "SRC-9", "GEN-1", "GEN-3"), Scenario(
@@ -157,12 +215,11 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list
         options={"max_records_per_batch": 300}, workload=_workload(rng, 2000), load_before_start=True,
         records_after_start=300, quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    kills = _kills(rng, 1 if quick else 3, dict(connector.kill_points), sink_output_aware=False,
-                   every_point=not quick)
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative)
     runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
-        schedule=_chain(kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+        schedule=_slowed(rng, "kafka", kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
     rng = _rng(seed, connector, "rescale")
@@ -196,7 +253,7 @@ def _sink_link(connector: Connector) -> str | None:
     return {"kafka": "kafka", "postgres": "postgres"}.get(getattr(connector, "output_kind", ""))
 
 
-def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[PlannedRun]:
+def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
     runs = []
     rng = _rng(seed, connector, "baseline")
     runs.append(PlannedRun(ref, "baseline", ("GEN-1", "GEN-3"), Scenario(
@@ -204,14 +261,14 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[P
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    kills = _kills(rng, 1 if quick else 2, dict(connector.kill_points), sink_output_aware=True, every_point=not quick)
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative)
     runs.append(PlannedRun(ref, "driver-kills", ("SNK-1", "SNK-3", "SNK-4", "SNK-5"), Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
-        schedule=_chain(kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+        schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = [("python_worker_kill", "executor", {}, 0.0) for _ in range(1 if quick else 2)]
-    fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points]
+    fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points if cooperative]
     # Every fault may strike the same task: Spark must allow more attempts than there are faults, or the query
     # itself gives up (that would be the plan's doing, not the sink's).
     runs.append(PlannedRun(ref, "task-failures", ("SNK-2", "SNK-5"), Scenario(
@@ -278,7 +335,7 @@ def _aggregator_scenario(ref: str, connector: Connector, name: str, rng: random.
 _RESTART_FLUSH_SLACK_S = 60.0
 
 
-def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> list[PlannedRun]:
+def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
     from streamcert.harness.run.connectors import load_connector
 
     runs = []
@@ -288,10 +345,10 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> 
     rng = _rng(seed, connector, "driver-kills")
     points = {**load_connector(AGGREGATOR_SINK, "sink").kill_points, **connector.kill_points}
     points = {point: moment for point, moment in points.items() if moment == "committing"}
-    kills = _kills(rng, 1 if quick else 2, points, sink_output_aware=True, every_point=not quick)
+    kills = _kills(rng, quick, points, cooperative)
     runs.append(PlannedRun(ref, "driver-kills", ("AGG-1", "AGG-4"), _aggregator_scenario(
         ref, connector, "kills", rng, total=_kill_records(100, kills), options={"max_records_per_batch": 100},
-        schedule=_chain(kills), faults_after_output=1, flush_slack_s=_RESTART_FLUSH_SLACK_S)))
+        schedule=_slowed(rng, "kafka", kills), faults_after_output=1, flush_slack_s=_RESTART_FLUSH_SLACK_S)))
     if quick:
         return runs
     rng = _rng(seed, connector, "rescale-under-load")
@@ -313,7 +370,7 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool) -> 
     return runs
 
 
-_PLANNERS: dict[str, Callable[[str, Connector, int, bool], list[PlannedRun]]] = {
+_PLANNERS: dict[str, Callable[[str, Connector, int, bool, bool], list[PlannedRun]]] = {
     "source": _source_runs, "sink": _sink_runs, "aggregator": _aggregator_runs}
 
 
@@ -324,10 +381,11 @@ def _options_run(reference: str, connector: Connector, runs: list[PlannedRun]) -
 
 
 def plan(reference: str, connector: Connector, seed: int, quick: bool = False,
-         wanted: set[str] | None = None) -> list[PlannedRun]:
+         wanted: set[str] | None = None, cooperative: bool = True) -> list[PlannedRun]:
     """The runs that certify ``connector`` (named ``reference``): only those that judge a requirement of
-    ``wanted`` that the connector claims, when given."""
-    runs = _PLANNERS[connector.kind](reference, connector, seed, quick)
+    ``wanted`` that the connector claims, when given. ``cooperative`` false leaves the connector's own fault points
+    (``kill_points``, ``fail_points``) out: only the faults that need no cooperation (the mutation score)."""
+    runs = _PLANNERS[connector.kind](reference, connector, seed, quick, cooperative)
     runs.insert(0, _options_run(reference, connector, runs))
     claimed = {req for req in ids_for(connector.kind) if req in connector.claims}
     if wanted is not None:

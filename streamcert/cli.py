@@ -171,6 +171,7 @@ def _certify(args: argparse.Namespace) -> int:
 
     wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
+                            cooperative=not args.no_cooperative,
                             strict=not args.no_strict, spark_master=args.spark_master)
     out = _out_folder(args.out)
     command = shlex.join(["streamcert", *args.argv])
@@ -425,6 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "the same seed replays the same schedules")
     cert.add_argument("--out", default="results/certification", metavar="DIR",
                       help="where results.json and each run's evidence go (default results/certification)")
+    cert.add_argument("--no-cooperative", action="store_true",
+                      help="leave the connectors' own fault points (kill_points, fail_points) out: certify on the "
+                           "faults that need no cooperation only")
     cert.add_argument("--no-strict", action="store_true",
                       help="allow requirements a connector neither claims nor waives (they are skipped)")
     cert.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),

@@ -22,7 +22,9 @@ restarts the driver from its checkpoint.
 
 from __future__ import annotations
 
+import statistics
 import time
+import weakref
 from typing import Any, Literal
 
 import requests
@@ -34,7 +36,7 @@ from streamcert.harness.run.checkpoint import CheckpointState
 from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, Observation,
                                                  SparkStatus, batch_class, moments_of, replay_depth)
 
-__all__ = ["MomentKillParams", "DriverKillAtMoment", "cells_of"]
+__all__ = ["MomentKillParams", "DriverKillAtMoment"]
 
 #: Seconds between two looks at the query (each look is one or two requests to the status API: ~15 ms here).
 _LOOK_INTERVAL_S = 0.005
@@ -45,16 +47,43 @@ class MomentKillParams(FaultParams):
     batch_class: Literal[BATCH_CLASSES] = Field("steady", description="the class of batch to strike: first after a "
                                                 "start, steady (3 committed before it), replay_of_replay")
     tries: int = Field(6, ge=1, le=50, description="batches (attempts, for a first batch) to watch before giving up")
+    fraction: float = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
+                            description="how far into the moment to strike, as a fraction of its median length on "
+                                        "the batches this run's moment kills watched before (0: as soon as seen)")
     timeout_s: float = Field(240.0, gt=0, le=3600, allow_inf_nan=False,
                              description="seconds to look for the moment before giving up")
 
 
-def cells_of(strike: dict[str, Any]) -> list[tuple[str, str]]:
-    """The (moment, batch class) cells a recorded strike reached (none when the kill did not land)."""
-    if not strike.get("landed"):
-        return []
-    return [(moment, strike["batch_class"]) for moment in strike.get("moments", ())
-            if strike.get("batch_class") in BATCH_CLASSES]
+#: driver -> moment -> lengths (s) of that moment in the batches the run's moment kills watched: how long a moment
+#: lasts is learnt while watching, so that ``fraction`` can aim inside it (a multi-step commit's later steps).
+_LENGTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _MomentClock:
+    """When each (batch, moment) was first seen by the looks of one fault; the lengths of the moments that ended go
+    to :data:`_LENGTHS`, apart for an attempt's first batch (it starts Python workers: many times longer)."""
+
+    def __init__(self, driver: Any) -> None:
+        self.lengths: dict[tuple[str, bool], list[float]] = _LENGTHS.setdefault(driver, {})
+        self._open: dict[tuple[int, str], tuple[float, bool]] = {}
+
+    def saw(self, seen: Observation, now: float) -> None:
+        first = seen.batch_class in ("first", "replay_of_replay")
+        current = {(seen.batch, moment) for moment in seen.moments}
+        for key in [key for key in self._open if key not in current]:
+            began, was_first = self._open.pop(key)
+            self.lengths.setdefault((key[1], was_first), []).append(now - began)
+        for key in current:
+            self._open.setdefault(key, (now, first))
+
+    def since(self, batch: int, moment: str, now: float) -> float:
+        return now - self._open.get((batch, moment), (now, False))[0]
+
+    def aim(self, moment: str, batch_class: str, fraction: float) -> float:
+        """Seconds into ``moment`` to strike: ``fraction`` of its median length so far in batches of that kind (0
+        before any was seen)."""
+        known = self.lengths.get((moment, batch_class in ("first", "replay_of_replay")))
+        return fraction * statistics.median(known) if known and fraction else 0.0
 
 
 class _Missed(Exception):
@@ -110,11 +139,16 @@ class DriverKillAtMoment(Fault):
             return None
         start = driver.start_states.get(attempt, CheckpointState(None, None))
         passed: set[int] = set()
+        clock = _MomentClock(driver)
         try:
             while time.monotonic() < deadline and driver.is_running():
                 seen = self._look(status, attempt, start)
                 if seen is not None:
-                    if seen.batch_class == params.batch_class and params.moment in seen.moments:
+                    now = time.monotonic()
+                    clock.saw(seen, now)
+                    if (seen.batch_class == params.batch_class and params.moment in seen.moments
+                            and clock.since(seen.batch, params.moment, now) >= clock.aim(
+                                params.moment, params.batch_class, params.fraction)):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:
                             return strike

@@ -33,15 +33,60 @@ class _PlainSink(SinkConnector):
         raise NotImplementedError
 
 
-def test_a_sink_without_fault_points_is_still_killed_in_the_window_at_random_moments_and_on_output():
+def _cells(run):
+    return [(spec.params["moment"], spec.params["batch_class"]) for spec in run.scenario.schedule
+            if spec.fault == "driver_kill_moment"]
+
+
+def test_a_sink_without_fault_points_is_killed_at_every_moment_of_first_and_steady_batches_and_replays():
     runs = {run.name: run for run in plan("x:PLAIN", _PlainSink(), seed=1)}
-    faults = [spec.fault for spec in runs["driver-kills"].scenario.schedule]
-    assert faults.count("driver_kill") == 1 and faults.count("driver_kill_random") >= 2
-    assert "driver_kill_on_output" in faults and "driver_kill_at" not in faults
+    cells = _cells(runs["driver-kills"])
+    moments = ("planning", "reading", "read_done", "writing", "commit_in_flight", "just_committed")
+    assert {(m, c) for m in moments for c in ("first", "steady")} <= set(cells)
+    assert [c for _m, c in cells].count("replay_of_replay") == 2
+    assert "driver_kill_at" not in [spec.fault for spec in runs["driver-kills"].scenario.schedule]
     assert [spec.fault for spec in runs["task-failures"].scenario.schedule].count("python_worker_kill") >= 1
     fractions = {spec.params["fraction"] for spec in runs["driver-kills"].scenario.schedule
-                 if spec.fault == "driver_kill_random"}
-    assert len(fractions) >= 2  # spread over the batch, not one moment
+                 if spec.fault == "driver_kill_moment"}
+    assert len(fractions) >= 5  # spread inside the moments, not one instant
+
+
+def test_the_quick_plan_strikes_every_moment_once_and_one_replay_of_a_replay():
+    runs = {run.name: run for run in plan("x:PLAIN", _PlainSink(), seed=3, quick=True)}
+    cells = _cells(runs["driver-kills"])
+    assert sorted({m for m, c in cells if c != "replay_of_replay"}) == sorted(
+        ("planning", "reading", "read_done", "writing", "commit_in_flight", "just_committed"))
+    assert [c for _m, c in cells].count("replay_of_replay") == 1
+
+
+def test_a_replay_of_a_replay_follows_a_steady_and_a_first_batch_kill_that_leave_their_batch_pending():
+    """Two attempts in a row must start with the same batch pending: a steady kill before the commit, then the
+    replaying first batch killed before its commit too."""
+    for seed in range(1, 6):
+        cells = _cells({r.name: r for r in plan("x:PLAIN", _PlainSink(), seed=seed)}["driver-kills"])
+        for index, (_moment, batch_class) in enumerate(cells):
+            if batch_class == "replay_of_replay" and index >= 2 and cells[index - 1][1] == "first":
+                assert cells[index - 1][0] != "just_committed" and cells[index - 2][0] != "just_committed"
+
+
+def test_a_kill_run_slows_the_connectors_own_link_both_ways_until_its_last_kill():
+    for reference, link in (("streamcert-pg-2pc", "postgres"), ("streamcert-kafka-2pc", "kafka"),
+                            ("streamcert-kafka", "kafka"), ("streamcert-batch-aggregator", "kafka")):
+        [run] = [r for r in plan(reference, load_connector(reference), seed=1) if r.name == "driver-kills"]
+        schedule = run.scenario.schedule
+        toxics = [spec for spec in schedule if spec.fault == "latency"]
+        kills = [index for index, spec in enumerate(schedule) if spec.fault.startswith("driver_kill")]
+        assert sorted(spec.stream for spec in toxics) == ["downstream", "upstream"]
+        assert {spec.target for spec in toxics} == {link} and {spec.until for spec in toxics} == {max(kills)}
+        assert all(spec.params["latency"] >= 100 for spec in toxics)
+
+
+def test_without_cooperation_the_plan_uses_no_fault_point_of_the_connector():
+    sink = load_connector("streamcert-kafka-2pc")
+    for quick in (True, False):
+        faults = {spec.fault for run in plan("streamcert-kafka-2pc", sink, seed=1, quick=quick, cooperative=False)
+                  for spec in run.scenario.schedule}
+        assert not faults & {"driver_kill_at", "task_fail_at"}
 
 
 def test_a_sink_with_points_is_killed_at_each_and_quickly_at_every_committing_point_and_one_window_point():
@@ -70,7 +115,8 @@ def test_each_run_judges_only_claimed_requirements_of_the_kind_and_faults_chain_
         connector = load_connector(reference)
         for run in plan(reference, connector, seed=1):
             assert set(run.judges) <= set(ids_for(connector.kind))
-            assert [spec.after for spec in run.scenario.schedule][1:] == list(range(len(run.scenario.schedule) - 1))
+            chained = [spec for spec in run.scenario.schedule if spec.until is None]
+            assert [spec.after for spec in chained][1:] == list(range(len(chained) - 1))
 
 
 def test_wanted_requirements_keep_only_the_runs_that_judge_them():
