@@ -33,6 +33,7 @@ from streamcert.conformance.verdicts import JudgedRun, Verdict, judge, skipped
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
+from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 from streamcert.spi.connector import Connector
 
 __all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "on_master", "certify", "replay_command"]
@@ -54,6 +55,8 @@ class Certification:
     quick: bool
     strict: bool
     runs: list[PlannedRun] = field(default_factory=list)
+    #: False: the connectors' own fault points were left out of the plan (``--no-cooperative``)
+    cooperative: bool = True
     #: reference -> requirements the full plan judges (what --quick leaves out is said so in its verdict)
     full_plan: dict[str, set[str]] = field(default_factory=dict)
     #: (connector reference, run name) -> why the run could not happen on this stack (an external cluster)
@@ -98,7 +101,7 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
                 f"None of the requirements {', '.join(sorted(wanted))} applies to the connectors given "
                 f"({', '.join(f'{r}: {c.kind}' for r, c in connectors.items())}).",
                 hint="A source is judged on SRC and GEN, a sink on SNK and GEN, an aggregator on AGG and GEN.")
-    certification = Certification(connectors, wanted, seed, quick, strict)
+    certification = Certification(connectors, wanted, seed, quick, strict, cooperative=cooperative)
     for reference, connector in connectors.items():
         certification.runs += plan(reference, connector, seed, quick, wanted, cooperative)
         certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
@@ -132,10 +135,18 @@ def on_master(run: PlannedRun, master: str) -> PlannedRun | str:
     return dataclasses.replace(run, scenario=scenario.model_copy(update={"master": master, "spark_conf": conf}))
 
 
-def replay_command(reference: str, requirement_id: str, seed: int, quick: bool) -> str:
+def _coverage(run_result: RunResult) -> dict[str, Any] | None:
+    """The run's kill grid (:mod:`streamcert.harness.verify.coverage`), when its schedule has moment kills."""
+    schedule = (run_result.scenario or {}).get("schedule") or []
+    if not any(entry.get("fault") == MOMENT_KILL for entry in schedule):
+        return None
+    return coverage_grid(schedule, run_result.history).as_dict()
+
+
+def replay_command(reference: str, requirement_id: str, seed: int, quick: bool, cooperative: bool = True) -> str:
     """The command that replays one verdict: the same connector, requirement and seed give the same schedule."""
     words = ["streamcert", "certify", "--connector", reference, "--requirements", requirement_id, "--seed", str(seed)]
-    return shlex.join(words + (["--quick"] if quick else []))
+    return shlex.join(words + (["--quick"] if quick else []) + ([] if cooperative else ["--no-cooperative"]))
 
 
 def certify(certification: Certification, out: Path, *, provider: str = "auto", command: str = "",
@@ -287,7 +298,8 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
             folder=str(folder.relative_to(out)), seed=run_result.seed, complete=run_result.complete,
             valid=run_result.valid, duration_s=run_result.duration_s, driver_attempts=run_result.driver_attempts,
             faults=sum(1 for e in run_result.history if e["kind"] == "fault-start"),
-            error=(run_result.error or "").splitlines()[0] if run_result.error else None))
+            error=(run_result.error or "").splitlines()[0] if run_result.error else None,
+            coverage=_coverage(run_result)))
         result.verdicts = _verdicts(certification, judged)
         result.save(out / "results.json")
         if on_run:
@@ -379,7 +391,8 @@ def _judged(certification: Certification, reference: str, name: str, req: Requir
         if skipped_here:
             verdict.reason += " (not run here: " + "; ".join(f"{run}: {why}" for run, why in skipped_here.items()) + ")"
             verdict.evidence["skipped_runs"] = skipped_here
-    verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick)
+    verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick,
+                                                certification.cooperative)
     return verdict
 
 

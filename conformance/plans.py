@@ -152,25 +152,32 @@ def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], coopera
     return kills + (_point_kills(rng, kill_points, every_point=not quick) if cooperative else [])
 
 
-#: Milliseconds of latency (each way) a kill run adds to the connector's own link: a multi-step commit's steps
-#: become hundreds of milliseconds apart, wide enough for a look at the query to land between them.
-_SLOW_LINK_MS = (120, 260)
+#: Milliseconds of latency (each way) a kill aimed inside a write or a commit adds to the connector's own link: the
+#: steps of a multi-step commit become a round trip (100-200 ms) or more apart, wide enough for a look at the query
+#: to land between them. Toxiproxy delays every chunk of a connection in turn, so a bulk write slows much more than
+#: its round trips: the toxic lasts only as long as those kills.
+_SLOW_LINK_MS = (50, 100)
+#: The moments whose kills strike with the link slowed: a task's write steps, a driver-side commit's steps.
+_SLOWED_MOMENTS = ("read_done", "writing", "commit_in_flight")
+#: The longest a slowed link lasts (its kill normally ends it much sooner).
+_SLOW_LINK_CAP_S = 600.0
 
 
 def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec]:
-    """The kill chain, with a seeded latency toxic on ``link`` (both directions) lasting until its last kill."""
+    """The kill chain; each kill aimed inside a write or a commit (:data:`_SLOWED_MOMENTS`) gets a seeded latency toxic
+    on ``link``, both directions, from its start until it stopped."""
     chain = _chain(kills)
     if link is None:
         return chain
-    latency = rng.randrange(*_SLOW_LINK_MS)
-    params = {"latency": latency, "jitter": latency // 5}
-    last = len(chain) - 1
-    return chain + [FaultSpec("latency", link, 0.0, _SLOW_LINK_CAP_S, params, stream, until=last)
-                    for stream in ("upstream", "downstream")]
-
-
-#: The longest a kill run's slowed link lasts (its kills normally end it much sooner).
-_SLOW_LINK_CAP_S = 1800.0
+    toxics = []
+    for index, spec in enumerate(chain):
+        if spec.fault != "driver_kill_moment" or spec.params["moment"] not in _SLOWED_MOMENTS:
+            continue
+        latency = rng.randrange(*_SLOW_LINK_MS)
+        params = {"latency": latency, "jitter": latency // 5}
+        toxics += [FaultSpec("latency", link, spec.at_s, _SLOW_LINK_CAP_S, params, stream, after=spec.after,
+                             until=index) for stream in ("upstream", "downstream")]
+    return chain + toxics
 
 
 def _kill_records(batch: int, kills: list) -> int:

@@ -56,6 +56,9 @@ class RunSummary(BaseModel):
     driver_attempts: int
     faults: int = Field(description="faults started")
     error: str | None = None
+    coverage: dict[str, Any] | None = Field(None, description="the kill grid of a run whose driver kills are timed "
+                                                              "by observed moments: planned and missing cells "
+                                                              "(moment@class) and the kills that reached each cell")
 
 
 class CertificationResult(BaseModel):

@@ -156,6 +156,35 @@ def _recovery(run: dict[str, Any]) -> str:
            f"</th><th>back to pre-fault rate and backlog after</th></tr>{cells}</table></details>"
 
 
+_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "just_committed")
+_CLASSES = ("first", "steady", "replay_of_replay")
+
+
+def _coverage(coverage: dict[str, Any] | None) -> str:
+    """A kill run's grid: moments (rows) x batch classes (columns); a planned cell is green with the kills that
+    reached it, or yellow "missed"; an unplanned cell shows the kills that reached it anyway."""
+    if not coverage:
+        return ""
+    planned, reached = set(coverage.get("planned", [])), coverage.get("reached", {})
+    head = "".join(f"<th>{escape(c.replace('_', ' '))}</th>" for c in _CLASSES)
+    rows = []
+    for moment in _MOMENTS:
+        cells = []
+        for batch_class in _CLASSES:
+            cell, kills = f"{moment}@{batch_class}", reached.get(f"{moment}@{batch_class}", 0)
+            if cell in planned:
+                cells.append(f'<td class="v pass">{kills} kill{"s" if kills != 1 else ""}</td>' if kills else
+                             '<td class="v unknown">missed</td>')
+            else:
+                cells.append(f'<td class="na">{kills} unplanned</td>' if kills else '<td class="na">–</td>')
+        rows.append(f"<tr><td>{escape(moment.replace('_', ' '))}</td>{''.join(cells)}</tr>")
+    missing = coverage.get("missing", [])
+    said = (f'<span class="unknown">&nbsp;{len(missing)} planned cell(s) missed&nbsp;</span>' if missing else
+            f'<span class="pass">&nbsp;every planned cell reached&nbsp;</span>')
+    return (f'<details open><summary>kill coverage: moment × batch class {said}</summary>'
+            f'<table class="matrix"><tr><th>moment</th>{head}</tr>{"".join(rows)}</table></details>')
+
+
 def _runs(cert: Certification) -> str:
     sections = ["<h2>Scenario runs</h2>"]
     for connector in cert.connectors:
@@ -172,7 +201,8 @@ def _runs(cert: Certification) -> str:
                     f'seed {summary.get("seed")}</span>')
             error = f"<pre>{escape(str(summary['error']))}</pre>" if summary.get("error") else ""
             chart = run_timeline_svg(detail) if detail else None
-            sections.append(f'<div class="run">{head}{error}{chart or ""}{_latency(detail)}{_recovery(detail)}</div>')
+            sections.append(f'<div class="run">{head}{error}{_coverage(summary.get("coverage"))}{chart or ""}'
+                            f'{_latency(detail)}{_recovery(detail)}</div>')
     return "".join(sections)
 
 

@@ -174,7 +174,8 @@ def moments_of(state: CheckpointState, jobs: tuple[JobActivity, ...], next_plann
     """
     if state.pending is None:
         return frozenset({"just_committed"}) if state.latest_commit is not None and not next_planned else frozenset()
-    started = [job for job in jobs if job.active_tasks or job.completed_tasks or job.status == "SUCCEEDED"]
+    started = [job for job in jobs if job.active_tasks or job.completed_tasks or job.status == "SUCCEEDED"
+               or any(stage.finished for stage in job.stages)]
     if not started:
         return frozenset({"planning"})
     if not any(job.running for job in jobs):

@@ -69,16 +69,20 @@ def test_a_replay_of_a_replay_follows_a_steady_and_a_first_batch_kill_that_leave
                 assert cells[index - 1][0] != "just_committed" and cells[index - 2][0] != "just_committed"
 
 
-def test_a_kill_run_slows_the_connectors_own_link_both_ways_until_its_last_kill():
+def test_a_kill_aimed_inside_a_write_or_a_commit_slows_the_connectors_own_link_both_ways_while_it_runs():
     for reference, link in (("streamcert-pg-2pc", "postgres"), ("streamcert-kafka-2pc", "kafka"),
                             ("streamcert-kafka", "kafka"), ("streamcert-batch-aggregator", "kafka")):
         [run] = [r for r in plan(reference, load_connector(reference), seed=1) if r.name == "driver-kills"]
         schedule = run.scenario.schedule
         toxics = [spec for spec in schedule if spec.fault == "latency"]
-        kills = [index for index, spec in enumerate(schedule) if spec.fault.startswith("driver_kill")]
-        assert sorted(spec.stream for spec in toxics) == ["downstream", "upstream"]
-        assert {spec.target for spec in toxics} == {link} and {spec.until for spec in toxics} == {max(kills)}
-        assert all(spec.params["latency"] >= 100 for spec in toxics)
+        slowed = [index for index, spec in enumerate(schedule) if spec.fault == "driver_kill_moment"
+                  and spec.params["moment"] in ("read_done", "writing", "commit_in_flight")]
+        assert sorted(spec.until for spec in toxics) == sorted(slowed * 2)
+        for spec in toxics:  # starts with its kill, on the connector's own link, both ways
+            kill = schedule[spec.until]
+            assert (spec.after, spec.at_s, spec.target) == (kill.after, kill.at_s, link)
+            assert spec.params["latency"] >= 50
+        assert sorted(spec.stream for spec in toxics) == sorted(["downstream", "upstream"] * len(slowed))
 
 
 def test_without_cooperation_the_plan_uses_no_fault_point_of_the_connector():

@@ -1,0 +1,69 @@
+"""driver_kill_moment: kills decided from the query's observed moment (Spark's status API and the checkpoint), frozen
+before they are made, in first, steady and replayed batches, on a real query that knows nothing of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.moments import DriverKillAtMoment, _agrees
+from streamcert.harness.faults.registry import build_fault
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.run.checkpoint import CheckpointState
+from streamcert.harness.run.driver import DriverProcess, QuerySpec
+from streamcert.harness.run.history import History
+from streamcert.harness.run.query_status import STATUS_SPARK_CONF, Observation
+from streamcert.harness.errors import ConfigurationError
+
+
+def test_a_kill_is_made_only_when_the_frozen_checkpoint_still_shows_what_the_look_saw():
+    reading = Observation(2, 5, frozenset({"reading"}), "steady", 0)
+    assert _agrees(reading, CheckpointState(5, 4))
+    assert not _agrees(reading, CheckpointState(5, 5))  # committed between the look and the freeze
+    committed = Observation(2, 5, frozenset({"just_committed"}), "steady", 0)
+    assert _agrees(committed, CheckpointState(5, 5))
+    assert not _agrees(committed, CheckpointState(6, 5))  # the next batch was planned meanwhile
+
+
+def test_a_moment_or_class_that_does_not_exist_is_refused_when_the_schedule_is_read(tmp_path):
+    context = FaultContext(history=History(), workdir=tmp_path)
+    for params in ({"moment": "flushing"}, {"moment": "writing", "batch_class": "last"},
+                   {"moment": "writing", "fraction": 1.5}):
+        with pytest.raises(ConfigurationError):
+            build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, params), context)
+
+
+def test_the_fault_asks_the_driver_for_spark_s_status_api():
+    assert DriverKillAtMoment.spark_conf == STATUS_SPARK_CONF
+    assert STATUS_SPARK_CONF["spark.ui.enabled"] == "true"
+
+
+@pytest.mark.integration
+def test_kills_land_at_the_observed_moment_in_steady_first_and_replayed_batches(tmp_path):
+    """A counting source into the file sink (one stage reads and writes); each kill must land where it looked."""
+    spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "checkpoint"),
+                     {"rows": 100_000, "rows_per_batch": 5, "read_delay_ms": 400, "path": str(tmp_path / "out")},
+                     master="local[1,2]", spark_conf=dict(STATUS_SPARK_CONF))
+    history = History()
+    cells = [("reading", "steady"), ("planning", "first"), ("just_committed", "replay_of_replay")]
+    with DriverProcess(spec, tmp_path / "driver") as driver:
+        driver.start()
+        context = FaultContext(driver=driver, history=history, workdir=tmp_path / "faults")
+        for moment, batch_class in cells:
+            fault = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0,
+                                          {"moment": moment, "batch_class": batch_class, "timeout_s": 150.0}),
+                                context)
+            fault.start()
+            assert not driver.is_running()
+            fault.stop()
+    starts = history.events("fault-start")
+    assert [event["reached"] for event in starts] == [True] * len(cells), starts
+    for (moment, batch_class), event in zip(cells, starts, strict=True):
+        wanted = [strike for strike in event["strikes"] if strike["wanted"]]
+        assert wanted and moment in wanted[-1]["moments"] and wanted[-1]["batch_class"] == batch_class, event
+        # what the frozen checkpoint said is what the run's checkpoint says now of the killed batch
+        pending = event["pending_batch"]
+        assert (pending == wanted[-1]["batch"]) == (moment != "just_committed"), event
+    # the replay of a replay is a batch two attempts in a row started with pending
+    last = [s for s in starts[-1]["strikes"] if s["wanted"]][-1]
+    assert last["replay_depth"] >= 2
