@@ -102,12 +102,15 @@ def _workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
 
 
 #: The moments a kill run strikes (:data:`streamcert.harness.run.query_status.MOMENTS`), in lifecycle order.
-_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "just_committed")
+_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "output_visible", "just_committed")
 #: Moments after which the batch is still pending: a kill there makes the next attempt replay it.
 _BEFORE_COMMIT = _MOMENTS[:-1]
+#: The moments of a run whose output is Spark's file sink (a source under test): its output shows a batch only
+#: as Spark commits it, so ``output_visible`` is not a moment of its own there.
+_FILE_SINK_MOMENTS = tuple(m for m in _MOMENTS if m != "output_visible")
 
 
-def _moment_kills(rng: random.Random, quick: bool) -> list:
+def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = _MOMENTS) -> list:
     """Driver kills timed by observed moments, so that every cell of the run's grid is planned: every moment in a
     ``steady`` batch and in an attempt's ``first`` batch (the quick plan: every moment once, the class drawn), and
     replays of a replay (two; one in the quick plan). Each strikes a seeded fraction into its moment.
@@ -115,10 +118,10 @@ def _moment_kills(rng: random.Random, quick: bool) -> list:
     Order makes the replays cheap: a steady kill before the commit leaves its batch pending, the next attempt's
     first batch replays it and is killed before its commit too, and the attempt after that starts with a replay of a
     replay."""
-    steady = rng.sample(_MOMENTS, len(_MOMENTS))
-    first = rng.sample(_MOMENTS, len(_MOMENTS))
+    steady = rng.sample(moments, len(moments))
+    first = rng.sample(moments, len(moments))
     if quick:
-        classes = [rng.choice(("first", "steady")) for _ in _MOMENTS]
+        classes = [rng.choice(("first", "steady")) for _ in moments]
         pairs = [(moment, batch_class) for moment, batch_class in zip(steady, classes, strict=True)]
         replays = 1
     else:
@@ -130,9 +133,12 @@ def _moment_kills(rng: random.Random, quick: bool) -> list:
         at = next((i + 2 for i in range(len(cells) - 1) if cells[i][0] in _BEFORE_COMMIT and cells[i][1] == "steady"
                    and cells[i + 1][0] in _BEFORE_COMMIT and cells[i + 1][1] == "first"
                    and (i + 2 >= len(cells) or cells[i + 2][1] != "replay_of_replay")), len(cells))
-        cells.insert(at, (rng.choice(_MOMENTS), "replay_of_replay"))
+        cells.insert(at, (rng.choice(moments), "replay_of_replay"))
+    # a steady kill strikes a seeded fraction into its moment (a missed one tries the next batch); a first batch
+    # is one chance per attempt (a miss costs a restart): it strikes as soon as the moment shows
     return [("driver_kill_moment", "driver", {"moment": moment, "batch_class": batch_class,
-                                              "fraction": round(rng.uniform(0.0, 0.9), 3)}, 0.0)
+                                              "fraction": round(rng.uniform(0.0, 0.9), 3)
+                                              if batch_class == "steady" else 0.0}, 0.0)
             for moment, batch_class in cells]
 
 
@@ -146,38 +152,32 @@ def _point_kills(rng: random.Random, kill_points: dict[str, str], every_point: b
     return [("driver_kill_at", "driver", {"point": point}, 0.0) for point in points]
 
 
-def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], cooperative: bool) -> list:
+def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], cooperative: bool,
+           moments: tuple[str, ...] = _MOMENTS) -> list:
     """A kill run's chain: the moment grid, then (``cooperative``) the connector's kill points."""
-    kills = _moment_kills(rng, quick)
+    kills = _moment_kills(rng, quick, moments)
     return kills + (_point_kills(rng, kill_points, every_point=not quick) if cooperative else [])
 
 
-#: Milliseconds of latency (each way) a kill aimed inside a write or a commit adds to the connector's own link: the
-#: steps of a multi-step commit become a round trip (100-200 ms) or more apart, wide enough for a look at the query
-#: to land between them. Toxiproxy delays every chunk of a connection in turn, so a bulk write slows much more than
-#: its round trips: the toxic lasts only as long as those kills.
+#: Milliseconds of latency (each way) a kill aimed inside a write or a commit puts on the connector's own link while
+#: it watches its batch: the steps of a multi-step commit become a round trip (100-200 ms) or more apart, wide enough
+#: for a look at the query to land between them, and the output shows a commit before the driver hears of it.
 _SLOW_LINK_MS = (50, 100)
 #: The moments whose kills strike with the link slowed: a task's write steps, a driver-side commit's steps.
-_SLOWED_MOMENTS = ("read_done", "writing", "commit_in_flight")
-#: The longest a slowed link lasts (its kill normally ends it much sooner).
-_SLOW_LINK_CAP_S = 600.0
+_SLOWED_MOMENTS = ("read_done", "writing", "commit_in_flight", "output_visible")
 
 
 def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec]:
-    """The kill chain; each kill aimed inside a write or a commit (:data:`_SLOWED_MOMENTS`) gets a seeded latency toxic
-    on ``link``, both directions, from its start until it stopped."""
-    chain = _chain(kills)
+    """The kill chain; each kill aimed inside a write or a commit (:data:`_SLOWED_MOMENTS`) slows ``link`` by a
+    seeded latency while it watches its batch."""
     if link is None:
-        return chain
-    toxics = []
-    for index, spec in enumerate(chain):
-        if spec.fault != "driver_kill_moment" or spec.params["moment"] not in _SLOWED_MOMENTS:
-            continue
-        latency = rng.randrange(*_SLOW_LINK_MS)
-        params = {"latency": latency, "jitter": latency // 5}
-        toxics += [FaultSpec("latency", link, spec.at_s, _SLOW_LINK_CAP_S, params, stream, after=spec.after,
-                             until=index) for stream in ("upstream", "downstream")]
-    return chain + toxics
+        return _chain(kills)
+    slowed = []
+    for fault, target, params, duration in kills:
+        if fault == "driver_kill_moment" and params["moment"] in _SLOWED_MOMENTS:
+            params = {**params, "slow_link": link, "latency_ms": rng.randrange(*_SLOW_LINK_MS)}
+        slowed.append((fault, target, params, duration))
+    return _chain(slowed)
 
 
 def _kill_records(batch: int, kills: list) -> int:
@@ -222,7 +222,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
         options={"max_records_per_batch": 300}, workload=_workload(rng, 2000), load_before_start=True,
         records_after_start=300, quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    kills = _kills(rng, quick, dict(connector.kill_points), cooperative)
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _FILE_SINK_MOMENTS)
     runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),

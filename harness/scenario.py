@@ -12,8 +12,7 @@ asks the query to stop and records how it stopped (``driver-stop``), then runs t
 
 Schedule semantics: a fault starts ``at_s`` seconds after the fault timeline began (at once, or when the output
 first shows ``faults_after_output`` records); an entry with ``after`` set starts ``at_s`` seconds after that
-earlier entry stopped, so faults can be chained (kill at one protocol step, then at the next); an entry with
-``until`` set is healed as soon as that entry stopped (a latency toxic that lasts through a chain of kills).
+earlier entry stopped, so faults can be chained (kill at one protocol step, then at the next).
 """
 
 from __future__ import annotations
@@ -157,8 +156,6 @@ class Scenario(BaseModel):
         for index, spec in enumerate(self.schedule):
             if spec.after is not None and not 0 <= spec.after < index:
                 raise ValueError(f"schedule entry {index}: after={spec.after} does not name an earlier entry")
-            if spec.until is not None and not (0 <= spec.until < len(self.schedule) and spec.until != index):
-                raise ValueError(f"schedule entry {index}: until={spec.until} does not name another entry")
             if self.kafka_path == "direct" and spec.target == "kafka" and spec.fault in PROFILES["network"]:
                 raise ValueError(f"schedule entry {index}: the network fault {spec.fault} on kafka acts on the proxy, "
                                  "which kafka_path='direct' bypasses")
@@ -507,10 +504,7 @@ def _start_timeline(scenario: Scenario, run: _Run) -> threading.Thread:
         time.sleep(max(0.0, began + spec.at_s - time.monotonic()))
         try:
             _recorded(run.history, spec, "start", fault.start)
-            if spec.until is not None:  # healed with the entry it lasts as long as (duration_s at the latest)
-                stopped[spec.until].wait(spec.duration_s)
-            else:
-                time.sleep(spec.duration_s)
+            time.sleep(spec.duration_s)
         finally:
             _recorded(run.history, spec, "stop", fault.stop)
             stopped[index].set()

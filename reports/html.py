@@ -156,7 +156,7 @@ def _recovery(run: dict[str, Any]) -> str:
            f"</th><th>back to pre-fault rate and backlog after</th></tr>{cells}</table></details>"
 
 
-_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "just_committed")
+_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "output_visible", "just_committed")
 _CLASSES = ("first", "steady", "replay_of_replay")
 
 

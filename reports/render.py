@@ -50,8 +50,8 @@ def render_matrix(results: list[Path | str], out: Path | str) -> list[Path]:
 
 
 def render_results(results: Path | str, out: Path | str | None = None) -> list[Path]:
-    """Render whatever ``results`` is: a certification's results.json, a benchmark's bench.json, or a folder
-    holding one; the paths written."""
+    """Render whatever ``results`` is: a certification's results.json, a benchmark's bench.json, the mutation
+    score's mutants.json, or a folder holding one; the paths written."""
     path = Path(results)
     if not path.exists():
         raise ConfigurationError(f"No results file at {path}.",
@@ -63,6 +63,12 @@ def render_results(results: Path | str, out: Path | str | None = None) -> list[P
         data = _read_json(path)
         if isinstance(data, dict) and data.get("kind") == "bench":
             return [_write_bench_page(data, Path(out) if out is not None else path.parent)]
+        if isinstance(data, dict) and data.get("kind") == "mutation-score":
+            from streamcert.reports.mutants_html import write_mutants_html
+
+            folder = Path(out) if out is not None else path.parent
+            folder.mkdir(parents=True, exist_ok=True)
+            return [write_mutants_html(data, folder / (path.stem + ".html"))]
     return render_certification(path, out)  # it also says what is wrong with anything else
 
 

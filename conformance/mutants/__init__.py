@@ -70,6 +70,23 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(_ref("aggregator_emits_after_barrier"), "clears a flushed group's buffer in this micro-batch's state and "
            "emits the batch in the next one, from scratch space (seed 004, method 3: emitting behind the barrier)",
            frozenset({"AGG-4"})),
+    Mutant(_ref("sink_commit_before_decision"), "commits the prepared transactions before it records the decision: "
+           "a driver that dies in between leaves the rows committed and the batch undecided, and the replay commits "
+           "a second copy", frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"})),
+    Mutant(_ref("sink_orphans_from_messages"), "rolls back the batch's prepared transactions that this commit's "
+           "messages do not name, not those the recorded decision does not name: the replay of a decided batch "
+           "rolls its rows back", frozenset({"SNK-1", "SNK-3", "SNK-4"})),
+    Mutant(_ref("kafka_ledger_after_copy"), "records the batch in the decision log in a transaction of its own, "
+           "after the copy's committed: a driver that dies in between leaves the rows visible and the batch "
+           "unrecorded, and the replay copies them again", frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"})),
+    Mutant(_ref("kafka_replay_not_checked"), "never reads the decision log before it copies: Spark's replayed "
+           "commit of a batch already copied copies it again", frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"})),
+    Mutant(_ref("source_resumes_from_group"), "plans its first batch after a start from the offsets it committed to "
+           "a consumer group, not from Spark's restored start: a driver that dies before the group caught up "
+           "reads a batch again", frozenset({"SRC-1"})),
+    Mutant(_ref("source_commits_on_read"), "reader tasks commit their progress to a consumer group as they finish "
+           "and a started driver resumes from there: a batch read but not committed is skipped after a crash",
+           frozenset({"SRC-1"})),
     Mutant(_ref("aggregator_virtual_keys"), "groups records by hash(key) % state partitions (virtual keys, seed 004 "
            "method 1) with nothing pinning the count to the checkpoint: a rescale moves keys to other buffers",
            frozenset({"AGG-5"}), quick=False),

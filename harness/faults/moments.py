@@ -33,8 +33,9 @@ from pydantic import Field
 from streamcert.harness.faults.base import Fault
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.harness.run.checkpoint import CheckpointState
-from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, Observation,
-                                                 SparkStatus, batch_class, moments_of, replay_depth)
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, WRITING_MOMENTS,
+                                                 Observation, SparkStatus, batch_class, moments_of, replay_depth)
 
 __all__ = ["MomentKillParams", "DriverKillAtMoment"]
 
@@ -50,6 +51,10 @@ class MomentKillParams(FaultParams):
     fraction: float = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
                             description="how far into the moment to strike, as a fraction of its median length on "
                                         "the batches this run's moment kills watched before (0: as soon as seen)")
+    slow_link: Literal["kafka", "postgres"] | None = Field(None, description="the connector's own link, slowed by a "
+                                                             "latency toxic (both ways) from the first look at the "
+                                                             "wanted batch until the kill")
+    latency_ms: int = Field(0, ge=0, le=2000, description="the slowed link's latency each way (jitter: a fifth)")
     timeout_s: float = Field(240.0, gt=0, le=3600, allow_inf_nan=False,
                              description="seconds to look for the moment before giving up")
 
@@ -99,32 +104,82 @@ class DriverKillAtMoment(Fault):
     #: what the driver's Spark settings need for this fault to watch it (the status API)
     spark_conf = STATUS_SPARK_CONF
 
+    def __init__(self, spec, context) -> None:
+        super().__init__(spec, context)
+        if self.params.moment == "output_visible" and context.observer is None:
+            raise ConfigurationError("A driver_kill_moment at output_visible watches the run's output, and its fault "
+                                     "context has no observer.", hint="Build the fault with FaultContext(observer="
+                                     "<the Observer>, ...), as the scenario runner does.")
+        if self.params.slow_link and context.environment is None:
+            raise ConfigurationError("A driver_kill_moment that slows a link acts on the stack's Toxiproxy links, and "
+                                     "its fault context has no environment.",
+                                     hint="Build the fault with FaultContext(environment=<the started Environment>).")
+        #: (attempt, batch) -> the output's visible mark when the batch was first seen pending (output_visible)
+        self._marks: dict[tuple[int, int], Any] = {}
+        #: (link, toxic names) while the link is slowed
+        self._toxics: tuple[Any, list[str]] | None = None
+        self._slowed: dict[str, Any] | None = None
+
     def _inject(self) -> dict[str, Any]:
         params, driver = self.params, self.driver
         deadline = time.monotonic() + params.timeout_s
         strikes: list[dict[str, Any]] = []
         self._let_go = 0
-        for _ in range(params.tries + 1):
-            try:
-                strike = self._watch_attempt(deadline)
-            except _Missed as miss:
-                strikes.append(self._position(str(miss), deadline))
-                continue
-            if strike is not None:
-                strikes.append(strike)
-            break
+        try:
+            for _ in range(params.tries + 1):
+                try:
+                    strike = self._watch_attempt(deadline)
+                except _Missed as miss:
+                    strikes.append(self._position(str(miss), deadline))
+                    continue
+                if strike is not None:
+                    strikes.append(strike)
+                break
+        finally:
+            self._unslow()
         reached = any(strike["landed"] and strike["wanted"] for strike in strikes)
         if driver.is_running():  # nothing struck in time: a kill all the same, so stop() restarts as planned
             strikes.append(self._kill_now("gave up: killed where the query was"))
         final = driver.checkpoint()
         return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": reached,
-                "strikes": strikes, "let_go": self._let_go,
+                "strikes": strikes, "let_go": self._let_go, "slowed": self._slowed,
                 "in_window": reached and params.moment != "just_committed",
                 "pending_batch": final.pending, "latest_commit": final.latest_commit}
 
     def _heal(self) -> dict[str, Any]:
+        self._unslow()
         self.driver.restart()
         return {"attempt": self.driver.attempt}
+
+    # -- the slowed link -------------------------------------------------------------------------
+
+    def _slow(self) -> None:
+        """Put the latency toxic on the connector's link (once): from the first look at the wanted batch, so its
+        writes and its commit run slowed while the batches before it ran at full speed (Toxiproxy delays every
+        chunk in turn: a whole run on a slowed link would take many times longer)."""
+        params = self.params
+        if not params.slow_link or self._toxics is not None:
+            return
+        environment = self.environment
+        link = environment.kafka_link if params.slow_link == "kafka" else environment.postgres_link
+        if link is None:
+            raise ConfigurationError(f"There is no Toxiproxy link to {params.slow_link} to slow in this stack.",
+                                     hint="Moment kills that slow a link need the local or testcontainers provider.")
+        toxic = {"latency": params.latency_ms, "jitter": params.latency_ms // 5}
+        names = [link.add_toxic("latency", stream=stream, **toxic) for stream in ("upstream", "downstream")]
+        self._toxics = (link, names)
+        self._slowed = {"link": params.slow_link, **toxic, "at": time.time()}
+
+    def _unslow(self) -> None:
+        if self._toxics is None:
+            return
+        link, names = self._toxics
+        self._toxics = None
+        for name in names:
+            try:
+                link.remove_toxic(name)
+            except Exception:  # noqa: BLE001 - the stack may be going down; teardown clears links anyway
+                pass
 
     # -- watching one attempt ------------------------------------------------------------------
 
@@ -146,6 +201,8 @@ class DriverKillAtMoment(Fault):
                 if seen is not None:
                     now = time.monotonic()
                     clock.saw(seen, now)
+                    if seen.batch_class == params.batch_class and seen.checkpoint.pending is not None:
+                        self._slow()
                     if (seen.batch_class == params.batch_class and params.moment in seen.moments
                             and clock.since(seen.batch, params.moment, now) >= clock.aim(
                                 params.moment, params.batch_class, params.fraction)):
@@ -204,8 +261,22 @@ class DriverKillAtMoment(Fault):
         if self.driver.checkpoint() != state:
             return None  # the checkpoint moved while the jobs were read: the two do not describe one moment
         depth = replay_depth(batch, attempt, self.driver.start_states)
-        return Observation(attempt, batch, moments_of(state, jobs, next_planned=False),
+        seen = Observation(attempt, batch, moments_of(state, jobs, next_planned=False),
                            batch_class(batch, start, depth), depth, state, jobs)
+        return self._with_output(seen) if state.pending is not None else seen
+
+    def _with_output(self, seen: Observation) -> Observation:
+        """``seen``, plus ``output_visible`` when this fault aims at it and the output grew since the batch was
+        first seen pending (asked of the observer only then: a look stays one request otherwise)."""
+        if self.params.moment != "output_visible":
+            return seen
+        key = (seen.attempt, seen.batch)
+        if key not in self._marks:
+            self._marks[key] = self.observer.visible_mark()
+            return seen
+        if seen.moments & set(WRITING_MOMENTS) and self.observer.visible_mark() != self._marks[key]:
+            return seen.with_moment("output_visible")
+        return seen
 
     # -- striking ----------------------------------------------------------------------------
 

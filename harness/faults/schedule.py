@@ -2,8 +2,7 @@
 
 An entry is ``{"fault": ..., "target": ..., "at_s": ..., "duration_s": ..., "params": {...}}`` (seconds from the
 start of the fault timeline), optionally with ``"stream"`` (the direction of a network fault) and ``"after"`` (the
-index of an earlier entry: start ``at_s`` after that one stopped) and ``"until"`` (the index of another entry: heal
-this one when that one stopped, ``duration_s`` at the latest: a toxic that lasts as long as a chain of kills). A schedule is a list of entries, or
+index of an earlier entry: start ``at_s`` after that one stopped). A schedule is a list of entries, or
 ``{"schema_version": 1, "faults": [...]}`` as :func:`dumps` writes it.
 
 The models that check an entry are generated from the fault registry
@@ -48,7 +47,7 @@ PROFILES: dict[str, tuple[str, ...]] = {
 
 #: Seconds in a schedule: finite, not negative, not a boolean.
 _Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
-_FIELDS = ("fault", "target", "at_s", "duration_s", "params", "stream", "after", "until")
+_FIELDS = ("fault", "target", "at_s", "duration_s", "params", "stream", "after")
 _ENTRY_EXAMPLE = '{"fault": "latency", "target": "kafka", "at_s": 5, "duration_s": 10}'
 
 
@@ -69,13 +68,11 @@ class FaultSpec(BaseModel):
     stream: str = "downstream"
     #: Index of an earlier entry: this one starts ``at_s`` seconds after that one stopped.
     after: int | None = None
-    #: Index of another entry: this one is healed when that one stopped (``duration_s`` at the latest).
-    until: int | None = None
 
     def __init__(self, fault: str, target: str, at_s: float, duration_s: float, params: dict[str, Any] | None = None,
-                 stream: str = "downstream", after: int | None = None, until: int | None = None) -> None:
+                 stream: str = "downstream", after: int | None = None) -> None:
         super().__init__(fault=fault, target=target, at_s=at_s, duration_s=duration_s,
-                         params={} if params is None else params, stream=stream, after=after, until=until)
+                         params={} if params is None else params, stream=stream, after=after)
 
     @model_validator(mode="before")
     @classmethod
@@ -88,12 +85,10 @@ class FaultSpec(BaseModel):
         return registry.kind(self.fault).params.model_validate(self.params)
 
     def as_dict(self) -> dict[str, Any]:
-        """The entry as JSON data; ``after`` and ``until`` only when set, so schedules without them keep their
-        bytes."""
+        """The entry as JSON data; ``after`` only when set, so schedules without it keep their bytes."""
         data = self.model_dump()
-        for optional in ("after", "until"):
-            if data[optional] is None:
-                del data[optional]
+        if data["after"] is None:
+            del data["after"]
         return data
 
 
@@ -121,8 +116,6 @@ def _entry_model(kind: FaultKind) -> type[BaseModel]:
         stream=(Literal[streams], Field("downstream", description="The direction of a network fault.")),
         after=(int | None, Field(None, ge=0, description="Index of an earlier entry: start `at_s` seconds after "
                                                          "that entry stopped.")),
-        until=(int | None, Field(None, ge=0, description="Index of another entry: heal this one when that entry "
-                                                         "stopped (`duration_s` at the latest).")),
     )
 
 
@@ -162,7 +155,7 @@ def _checked_entry(raw: Any, where: str) -> dict[str, Any]:
         raise _fail(where, "; ".join(problem for problem, _hint in problems), " ".join(hints)) from None
     return {"fault": entry.fault, "target": entry.target, "at_s": float(entry.at_s),
             "duration_s": float(entry.duration_s), "params": dict(raw.get("params") or {}), "stream": entry.stream,
-            "after": entry.after, "until": entry.until}
+            "after": entry.after}
 
 
 def _explain(errors: list[dict[str, Any]], raw: dict[str, Any]) -> list[tuple[str, str]]:
@@ -198,9 +191,6 @@ def _explain_one(error: dict[str, Any], raw: dict[str, Any]) -> tuple[str, str]:
     if field == "after":
         return (f"after must be the index of an earlier entry, got {raw.get('after')!r}",
                 "after names an entry before this one (0 is the first).")
-    if field == "until":
-        return (f"until must be the index of another entry, got {raw.get('until')!r}",
-                "until names the entry whose stop heals this one (0 is the first).")
     where = ".".join(str(part) for part in loc[1:]) or "entry"
     return f"{where}: {error['msg']}", f"See {SCHEMA_FILE.name} for the format of a schedule."
 
@@ -275,9 +265,6 @@ def _spec(index: int, raw: Any) -> FaultSpec:
         raise _fail(where, f"after={spec.after} does not name an earlier entry",
                     "after is the index of an entry before this one (0 is the first)."
                     if index else "The first entry cannot start after another one; drop after.")
-    if spec.until == index:
-        raise _fail(where, f"until={spec.until} names the entry itself",
-                    "until is the index of the entry whose stop heals this one.")
     return spec
 
 
@@ -291,12 +278,7 @@ def parse(text: str | bytes | list | dict) -> list[FaultSpec]:
                         "A schedule is a JSON list of fault entries.") from None
     else:
         data = text
-    specs = [_spec(index, raw) for index, raw in enumerate(_entries(data))]
-    for index, spec in enumerate(specs):
-        if spec.until is not None and spec.until >= len(specs):
-            raise _fail(f"Fault schedule entry {index}", f"until={spec.until} names no entry (the schedule has "
-                        f"{len(specs)})", "until is the index of the entry whose stop heals this one (0 is the first).")
-    return specs
+    return [_spec(index, raw) for index, raw in enumerate(_entries(data))]
 
 
 def dumps(schedule: list[FaultSpec]) -> str:

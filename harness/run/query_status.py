@@ -24,6 +24,10 @@ The moments of a batch (:data:`MOMENTS`), from what is observed:
 ``writing``           tasks of the batch's last stage (the sink's write) run
 ``commit_in_flight``  every job of the batch finished, ``commits/N`` absent: the sink's driver-side commit (or
                       Spark's own commit) is under way
+``output_visible``    one of the three before, and the run's output (read back as its users read it, straight
+                      from the server) grew since the batch was first seen: the sink made (part of) the batch
+                      visible and Spark has not committed it. The observer decides it, not the status API; over a
+                      slowed link the output shows a commit before the driver hears of it.
 ``just_committed``    ``commits/N`` written and ``offsets/N+1`` not: between the commit and the next plan
 
 Where a single stage reads and writes (a source and a sink without a shuffle between them: the usual streaming
@@ -42,6 +46,7 @@ Used in the harness process by the moment faults (:mod:`streamcert.harness.fault
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,10 +55,13 @@ import requests
 
 from streamcert.harness.run.checkpoint import CheckpointState
 
-__all__ = ["MOMENTS", "BATCH_CLASSES", "STEADY_AFTER", "STATUS_SPARK_CONF", "JobActivity", "StageActivity",
+__all__ = ["MOMENTS", "WRITING_MOMENTS", "BATCH_CLASSES", "STEADY_AFTER", "STATUS_SPARK_CONF", "JobActivity", "StageActivity",
            "Observation", "SparkStatus", "batch_class", "moments_of", "replay_depth"]
 
-MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "just_committed")
+MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "output_visible", "just_committed")
+#: The moments in which a sink may be making the batch visible: ``output_visible`` is one of them seen together with
+#: the output grown since the batch was first seen (the run's observer says so, not Spark).
+WRITING_MOMENTS = ("read_done", "writing", "commit_in_flight")
 BATCH_CLASSES = ("first", "steady", "replay_of_replay")
 #: Batches an attempt must have committed before one of its batches counts as ``steady``.
 STEADY_AFTER = 3
@@ -112,6 +120,9 @@ class Observation:
     replay_depth: int = 0
     checkpoint: CheckpointState | None = None
     jobs: tuple[JobActivity, ...] = field(default=(), repr=False)
+
+    def with_moment(self, moment: str) -> "Observation":
+        return dataclasses.replace(self, moments=self.moments | {moment})
 
     def as_dict(self) -> dict[str, Any]:
         return {"attempt": self.attempt, "batch": self.batch, "moments": sorted(self.moments),

@@ -1,0 +1,224 @@
+"""Benchmark: the mutation score. Every project mutant certified on the plan of the requirements it is judged on,
+with the connectors' own fault points left out (``cooperative=False``), over several seeds; the detection rate is
+a measured figure (SPEC §8, §9: >= 95 % over 5 seeds), not a test that forces a fault.
+
+    python -m streamcert.benchmarks.mutation --seeds 1-5 --out results/bench/mutants.json
+    python -m streamcert.benchmarks.mutation --mutants source_resumes_from_group --seeds 1 --out /tmp/m.json
+
+A (mutant, seed) pair is **caught** when every requirement its bug breaks is ``fail``, each on a finding of a run
+that completed: a violation an output check found (duplicates, lost, unexpected, aborted reads, order, batch rules)
+or an evidence check that decides it (leftovers, clean stop, options, ...). A catch that rests only on records
+missing after the run stopped waiting for a query that no longer progressed (``quiet_timeout`` with the last batch
+uncommitted) is a timeout, and counts as missed. Each pair records its verdicts, the checks that failed, and the
+kills that preceded the first violation (their moment and batch class). ``mutants.json`` is rewritten after every
+pair (an interrupted run keeps what it measured, ``complete: false``); ``streamcert report mutants.json`` renders
+``mutants.html`` (:mod:`streamcert.reports.mutants_html`).
+
+Runs in the harness's process, on one stack started for the whole benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from streamcert.harness.arguments import seed as seed_argument
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.machine import machine_info
+
+__all__ = ["SCHEMA_VERSION", "OUTPUT_CHECKS", "judge_pair", "score", "run_mutation_score", "main"]
+
+SCHEMA_VERSION = 1
+#: Checks whose failure is a finding about the output (the evidence checks other than fault_reached count too).
+OUTPUT_CHECKS = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order", "aggregator_batches")
+#: Checks that never make a catch: they say whether the run tested something, not what the connector did.
+_NOT_FINDINGS = ("fault_reached", "progress")
+
+
+def _short(reference: str) -> str:
+    return reference.split(":")[0].rsplit(".", 1)[-1]
+
+
+def _run_results(folder: Path) -> dict[str, Any]:
+    path = folder / "results.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _timed_out(run: dict[str, Any]) -> bool:
+    """The run stopped waiting because nothing moved: its query made no progress at the end (quiet timeout with a
+    batch left uncommitted, or no clean stop)."""
+    history = run.get("history", [])
+    quiesced = [event for event in history if event.get("kind") == "quiesced"]
+    stops = [event for event in history if event.get("kind") == "driver-stop"]
+    stalled = bool(quiesced) and quiesced[-1].get("reason") == "quiet_timeout"
+    uncommitted = bool(stops) and stops[-1].get("pending_batch") is not None
+    return stalled and (uncommitted or not stops)
+
+
+def _first_violation_time(checks: list[dict[str, Any]], output: Any) -> float | None:
+    """When the first duplicated or unexpected record became visible (the observer's stamp), if the run says."""
+    ids = [violation.get("id") for check in checks if check.get("valid") is False
+           and check.get("name") in ("duplicate", "unexpected") for violation in check.get("violations", [])
+           if isinstance(violation, dict) and violation.get("id") is not None]
+    if not ids or output is None or "visible_at" not in getattr(output, "columns", ()):
+        return None
+    rows = output.loc[output["id"].isin(ids)].sort_values("visible_at")
+    duplicated = rows[rows.duplicated("id", keep="first")]
+    chosen = duplicated if not duplicated.empty else rows
+    return float(chosen["visible_at"].iloc[0]) if not chosen.empty else None
+
+
+def _kills_before(history: list[dict[str, Any]], moment_time: float | None) -> list[dict[str, Any]]:
+    """The landed strikes of the run's moment kills, those before ``moment_time`` when given (latest last)."""
+    strikes = []
+    for event in history:
+        if event.get("kind") != "fault-start" or not str(event.get("fault", "")).startswith("driver_kill"):
+            continue
+        if moment_time is not None and event.get("time", 0) > moment_time:
+            continue
+        for strike in event.get("strikes") or [{"moments": [event.get("fault")], "batch_class": None,
+                                                "landed": True, "batch": event.get("pending_batch")}]:
+            if strike.get("landed"):
+                strikes.append({"moments": strike.get("moments"), "batch_class": strike.get("batch_class"),
+                                "batch": strike.get("batch"), "attempt": strike.get("attempt")})
+    return strikes
+
+
+def judge_pair(mutant: Any, seed: int, certification: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """One (mutant, seed): its verdicts, whether each broken requirement was caught and by what, and the pair's
+    outcome."""
+    import pandas as pd
+
+    verdicts = {v["requirement"]: v for v in certification.get("verdicts", [])}
+    requirements = {}
+    for requirement in sorted(mutant.breaks):
+        verdict = verdicts.get(requirement, {})
+        findings, timed_out, killed_by = [], False, []
+        for run in (verdict.get("evidence") or {}).get("runs", []):
+            failing = [check for check in run.get("checks", []) if check.get("valid") is False
+                       and check.get("name") not in _NOT_FINDINGS]
+            if not failing:
+                continue
+            detail = _run_results(folder / run.get("folder", ""))
+            only_loss = all(check["name"] == "lost" for check in failing)
+            if only_loss and _timed_out(detail):
+                timed_out = True
+                continue
+            output_file = folder / run.get("folder", "") / "output.parquet"
+            output = pd.read_parquet(output_file) if output_file.exists() else None
+            killed_by = _kills_before(detail.get("history", []), _first_violation_time(failing, output))[-1:]
+            findings += [{"run": run.get("scenario"), "check": check["name"], "counts": check.get("counts", {})}
+                         for check in failing]
+        caught = verdict.get("verdict") == "fail" and bool(findings)
+        requirements[requirement] = {"verdict": verdict.get("verdict"), "caught": caught, "findings": findings,
+                                     "timeout_only": timed_out and not findings, "killed_by": killed_by}
+    return {"mutant": _short(mutant.reference), "reference": mutant.reference, "bug": mutant.bug, "seed": seed,
+            "complete": bool(certification.get("complete")),
+            "caught": all(entry["caught"] for entry in requirements.values()) and bool(requirements),
+            "requirements": requirements,
+            "verdicts": {req: v.get("verdict") for req, v in verdicts.items()},
+            "duration_s": certification.get("duration_s"), "folder": str(folder)}
+
+
+def score(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures: the share of (mutant, seed) pairs caught, and per mutant the seeds that caught it."""
+    by_mutant: dict[str, list[dict[str, Any]]] = {}
+    for pair in pairs:
+        by_mutant.setdefault(pair["mutant"], []).append(pair)
+    caught = sum(1 for pair in pairs if pair["caught"])
+    return {"pairs": len(pairs), "caught": caught, "detection_rate": round(caught / len(pairs), 4) if pairs else None,
+            "mutants": {name: {"seeds": len(found), "caught": sum(1 for p in found if p["caught"]),
+                               "missed_seeds": [p["seed"] for p in found if not p["caught"]]}
+                        for name, found in sorted(by_mutant.items())}}
+
+
+def _selected(names: list[str] | None) -> list[Any]:
+    from streamcert.conformance.mutants import MUTANTS
+
+    if not names:
+        return list(MUTANTS)
+    known = {_short(m.reference): m for m in MUTANTS}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ConfigurationError(f"There is no mutant {', '.join(unknown)}.", hint=f"Mutants: {', '.join(known)}.")
+    return [known[name] for name in names]
+
+
+def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environment: Any = None) -> dict[str, Any]:
+    """Certify each mutant on each seed (cooperative points off) and write ``out`` (JSON) after every pair; return
+    the report. (``streamcert report OUT`` renders its page.)"""
+    from streamcert.conformance.certify import certify, prepare
+
+    report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": "mutation-score", "complete": False,
+                              "seeds": seeds, "cooperative": False, "started_at": time.time(),
+                              "machine": machine_info(), "pairs": []}
+    folder = out.parent / out.stem
+    for mutant in mutants:
+        for seed in seeds:
+            run_folder = folder / _short(mutant.reference) / f"seed-{seed}"
+            certification = prepare([mutant.reference], mutant.requirements, seed=seed, quick=mutant.quick,
+                                    cooperative=False)
+            began = time.monotonic()
+            result = certify(certification, run_folder, environment=environment)
+            pair = judge_pair(mutant, seed, result.model_dump(mode="json"), run_folder)
+            pair["duration_s"] = round(time.monotonic() - began, 1)
+            report["pairs"].append(pair)
+            report["score"] = score(report["pairs"])
+            _write(report, out)
+            print(f"streamcert mutants: {pair['mutant']} seed {seed}: {'caught' if pair['caught'] else 'MISSED'} "
+                  f"({pair['duration_s']:.0f} s)", file=sys.stderr, flush=True)
+    report["complete"] = True
+    report["duration_s"] = round(time.time() - report["started_at"], 1)
+    _write(report, out)
+    return report
+
+
+def _write(report: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    temporary.replace(out)
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        if "-" in text:
+            low, high = (int(part) for part in text.split("-", 1))
+            values = list(range(low, high + 1))
+        else:
+            values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds {text!r}: give a range such as 1-5 or a list such as 1,3") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"seeds {text!r} names no seed")
+    return [seed_argument(str(value)) for value in values]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.mutation", description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3, 4, 5], help="a range (1-5) or a list (1,3)")
+    parser.add_argument("--mutants", nargs="*", help="mutant module names (default: every mutant)")
+    parser.add_argument("--out", type=Path, default=Path("results/bench/mutants.json"))
+    args = parser.parse_args(argv)
+    from streamcert.harness.errors import StreamcertError
+    from streamcert.harness.stack.environment import Environment, EnvironmentConfig
+
+    try:
+        mutants = _selected(args.mutants)
+        with Environment(EnvironmentConfig(provider="local")) as environment:
+            report = run_mutation_score(mutants, args.seeds, args.out, environment)
+    except StreamcertError as exc:
+        print(f"streamcert mutants: {exc}", file=sys.stderr)
+        return 2
+    figures = report["score"]
+    print(json.dumps({"detection_rate": figures["detection_rate"], "pairs": figures["pairs"],
+                      "caught": figures["caught"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The mutation score page: ``mutants.html`` from ``mutants.json`` (:mod:`streamcert.benchmarks.mutation`).
+
+Self-contained (the certification page's style, no script, no network): the detection rate, then a table of
+mutants (rows) by seeds (columns), each cell caught or MISSED with the moment of the kill that preceded the first
+violation, then per mutant its bug and, per requirement and seed, the verdict and the checks that failed.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from streamcert.reports.html import matrix_css
+
+__all__ = ["mutants_html", "write_mutants_html"]
+
+
+def _cell(pair: dict[str, Any] | None) -> str:
+    if pair is None:
+        return '<td class="na">–</td>'
+    if not pair["caught"]:
+        timeout = any(entry.get("timeout_only") for entry in pair["requirements"].values())
+        return f'<td class="v fail">MISSED{" (timeout only)" if timeout else ""}</td>'
+    killed = [kill for entry in pair["requirements"].values() for kill in entry.get("killed_by", [])]
+    how = ", ".join(sorted({f"{'+'.join(k.get('moments') or [])}@{k.get('batch_class')}" for k in killed}))
+    return f'<td class="v pass">caught<br><span class="stmt">{escape(how or "without a kill")}</span></td>'
+
+
+def _details(name: str, pairs: list[dict[str, Any]]) -> str:
+    rows = []
+    for pair in pairs:
+        for requirement, entry in pair["requirements"].items():
+            checks = ", ".join(sorted({f"{f['run']}: {f['check']}" for f in entry.get("findings", [])}))
+            rows.append(f"<tr><td>{pair['seed']}</td><td>{escape(requirement)}</td>"
+                        f"<td class=\"{escape(str(entry.get('verdict')))}\">{escape(str(entry.get('verdict')))}</td>"
+                        f"<td>{escape(checks or '–')}</td></tr>")
+    bug = escape(pairs[0]["bug"]) if pairs else ""
+    return (f"<details><summary><b>{escape(name)}</b> <span class=\"muted\">{bug}</span></summary><table>"
+            "<tr><th>seed</th><th>requirement</th><th>verdict</th><th>failed checks</th></tr>"
+            f"{''.join(rows)}</table></details>")
+
+
+def mutants_html(report: dict[str, Any]) -> str:
+    """The whole page as one string."""
+    pairs = report.get("pairs", [])
+    figures = report.get("score") or {}
+    seeds = sorted({pair["seed"] for pair in pairs})
+    by_mutant: dict[str, dict[int, dict[str, Any]]] = {}
+    for pair in pairs:
+        by_mutant.setdefault(pair["mutant"], {})[pair["seed"]] = pair
+    rate = figures.get("detection_rate")
+    state = "incomplete" if not report.get("complete") else "ok" if rate is not None and rate >= 0.95 else "bad"
+    header = (f"<h1>streamcert mutation score</h1><p><span class=\"badge {state}\">"
+              f"{'n/a' if rate is None else format(rate, '.1%')} detected</span> "
+              f"<span class=\"muted\">{figures.get('caught', 0)} of {figures.get('pairs', 0)} (mutant, seed) pairs "
+              f"caught · cooperative fault points off · seeds {', '.join(map(str, seeds))}"
+              f"{'' if report.get('complete') else ' · incomplete run'}</span></p>")
+    head = "".join(f"<th>seed {seed}</th>" for seed in seeds)
+    rows = "".join(f"<tr><td>{escape(name)}</td>{''.join(_cell(found.get(seed)) for seed in seeds)}"
+                   f"<td>{sum(1 for p in found.values() if p['caught'])}/{len(found)}</td></tr>"
+                   for name, found in sorted(by_mutant.items()))
+    table = f'<table class="matrix"><tr><th>mutant</th>{head}<th>caught</th></tr>{rows}</table>'
+    details = "".join(_details(name, [found[s] for s in sorted(found)]) for name, found in sorted(by_mutant.items()))
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>streamcert mutation score</title><style>{matrix_css()}</style></head><body><main>{header}"
+            f"<h2>Mutants × seeds</h2>{table}<h2>Findings</h2>{details}</main></body></html>\n")
+
+
+def write_mutants_html(report: dict[str, Any], path: Path) -> Path:
+    path = Path(path)
+    path.write_text(mutants_html(report))
+    return path
