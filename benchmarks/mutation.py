@@ -199,7 +199,8 @@ def _seeds(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.mutation", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.mutation",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3, 4, 5], help="a range (1-5) or a list (1,3)")
     parser.add_argument("--mutants", nargs="*", help="mutant module names (default: every mutant)")
     parser.add_argument("--out", type=Path, default=Path("results/bench/mutants.json"))

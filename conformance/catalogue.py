@@ -51,7 +51,10 @@ EVIDENCE_CHECKS = {
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
-_DRIVER_KILLS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at")
+#: Driver kills a requirement's runs use: timed by the query's observed moment; a connector's own points on top.
+_DRIVER_KILLS = ("driver_kill_moment", "driver_kill_at")
+#: Task kills: a Python worker killed at an observed moment of a batch; a connector's own fail points on top.
+_TASK_KILLS = ("python_worker_kill_moment", "task_fail_at")
 _NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
 
 
@@ -140,7 +143,7 @@ CATALOGUE: tuple[Requirement, ...] = (
     _req("SNK-2", "The writes of a failed task attempt are rolled back: nothing of them is ever visible.",
          "Fail a task attempt after it wrote (prepared or staged) and let Spark retry it.",
          "No record repeated or unexpected in the output, and nothing of the failed attempt left prepared.",
-         faults=("task_fail_at", "task_exception", "python_worker_kill"),
+         faults=_TASK_KILLS,
          checks=("duplicate", "unexpected", "lost", "leftovers")),
     _req("SNK-3", "A batch whose commit decision was recorded is committed at recovery.",
          "Kill the driver after the decision was recorded and before the participants committed.",
@@ -154,7 +157,7 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Read the output continuously (read_committed / committed rows / committed files) during a run with "
          "driver kills and failed tasks.",
          "Nothing seen that is later rolled back: no unexpected or duplicated record at any time.",
-         faults=_DRIVER_KILLS + ("task_fail_at", "task_exception", "python_worker_kill"),
+         faults=_DRIVER_KILLS + _TASK_KILLS,
          checks=("unexpected", "duplicate", "aborted_read")),
     _req("SNK-6", "Zombie task attempts are fenced.",
          "Freeze an executor (local-cluster) while it runs a task, past its heartbeat timeout: Spark reruns the task "

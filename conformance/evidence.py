@@ -19,9 +19,9 @@ import pandas as pd
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 
-__all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "NEEDED_MOMENTS", "kills_struck", "cells_reached", "faults_happened", "progress", "admission",
-           "clean_stop", "assignment", "end_offsets", "option_errors", "leftovers", "not_judged", "evidence_check",
-           "read_driver_events"]
+__all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "NEEDED_MOMENTS", "kills_struck", "cells_reached",
+           "faults_happened", "progress", "admission", "clean_stop", "assignment", "end_offsets", "option_errors",
+           "leftovers", "not_judged", "evidence_check", "read_driver_events"]
 
 #: The fault kinds that kill the driver.
 KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at", MOMENT_KILL)
@@ -191,6 +191,9 @@ def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResul
     # judges that, for the requirements that aim them.)
     unseen = [{"fault": event.get("fault"), "node": event.get("node"), "after": event.get("after")}
               for event in started if event.get("reached") is False and str(event.get("fault")).startswith("node_")]
+    # a task kill timed by a moment that never landed in it killed no task: the run did not fail an attempt there
+    unseen += [{"fault": event.get("fault"), "moment": event.get("moment"), "strikes": len(event.get("strikes", []))}
+               for event in started if event.get("reached") is False and str(event.get("fault")).endswith("_moment")]
     counts = {"started": len(started), "errors": len(errors), "unseen": len(unseen)}
     if started and not errors and not unseen:
         return _result("fault_reached", True, counts, [])

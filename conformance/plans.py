@@ -167,6 +167,14 @@ _SLOW_LINK_MS = (50, 100)
 _SLOWED_MOMENTS = ("read_done", "writing", "commit_in_flight", "output_visible")
 
 
+#: The moments a task kill strikes (a Python worker running one of the batch's tasks).
+_TASK_MOMENTS = ("reading", "read_done", "writing", "output_visible")
+
+
+def _slow_params(rng: random.Random, link: str | None) -> dict:
+    return {"slow_link": link, "latency_ms": rng.randrange(*_SLOW_LINK_MS)} if link else {}
+
+
 def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec]:
     """The kill chain; each kill aimed inside a write or a commit (:data:`_SLOWED_MOMENTS`) slows ``link`` by a
     seeded latency while it watches its batch."""
@@ -175,7 +183,7 @@ def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec
     slowed = []
     for fault, target, params, duration in kills:
         if fault == "driver_kill_moment" and params["moment"] in _SLOWED_MOMENTS:
-            params = {**params, "slow_link": link, "latency_ms": rng.randrange(*_SLOW_LINK_MS)}
+            params = {**params, **_slow_params(rng, link)}
         slowed.append((fault, target, params, duration))
     return _chain(slowed)
 
@@ -274,7 +282,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
-    fails = [("python_worker_kill", "executor", {}, 0.0) for _ in range(1 if quick else 2)]
+    fails = [("python_worker_kill_moment", "executor", {"moment": moment, **_slow_params(rng, _sink_link(connector))},
+              0.0) for moment in rng.sample(_TASK_MOMENTS, 1 if quick else 2)]
     fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points if cooperative]
     # Every fault may strike the same task: Spark must allow more attempts than there are faults, or the query
     # itself gives up (that would be the plan's doing, not the sink's).

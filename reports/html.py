@@ -180,7 +180,7 @@ def _coverage(coverage: dict[str, Any] | None) -> str:
         rows.append(f"<tr><td>{escape(moment.replace('_', ' '))}</td>{''.join(cells)}</tr>")
     missing = coverage.get("missing", [])
     said = (f'<span class="unknown">&nbsp;{len(missing)} planned cell(s) missed&nbsp;</span>' if missing else
-            f'<span class="pass">&nbsp;every planned cell reached&nbsp;</span>')
+            '<span class="pass">&nbsp;every planned cell reached&nbsp;</span>')
     return (f'<details open><summary>kill coverage: moment × batch class {said}</summary>'
             f'<table class="matrix"><tr><th>moment</th>{head}</tr>{"".join(rows)}</table></details>')
 

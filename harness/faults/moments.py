@@ -37,7 +37,7 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, WRITING_MOMENTS,
                                                  Observation, SparkStatus, batch_class, moments_of, replay_depth)
 
-__all__ = ["MomentKillParams", "DriverKillAtMoment"]
+__all__ = ["MomentKillParams", "DriverKillAtMoment", "WorkerKillParams", "PythonWorkerKillAtMoment"]
 
 #: Seconds between two looks at the query (each look is one or two requests to the status API: ~15 ms here).
 _LOOK_INTERVAL_S = 0.005
@@ -103,6 +103,8 @@ class DriverKillAtMoment(Fault):
     needs = ("driver",)
     #: what the driver's Spark settings need for this fault to watch it (the status API)
     spark_conf = STATUS_SPARK_CONF
+    #: whether a strike kills the driver (a new attempt follows) or only a task
+    kills_driver = True
 
     def __init__(self, spec, context) -> None:
         super().__init__(spec, context)
@@ -138,7 +140,7 @@ class DriverKillAtMoment(Fault):
         finally:
             self._unslow()
         reached = any(strike["landed"] and strike["wanted"] for strike in strikes)
-        if driver.is_running():  # nothing struck in time: a kill all the same, so stop() restarts as planned
+        if self.kills_driver and driver.is_running():  # nothing struck in time: kill anyway, stop() restarts
             strikes.append(self._kill_now("gave up: killed where the query was"))
         final = driver.checkpoint()
         return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": reached,
@@ -333,3 +335,47 @@ def _agrees(seen: Observation, state: CheckpointState) -> bool:
     if "just_committed" in seen.moments:
         return state.pending is None and state.latest_commit == seen.batch
     return state.pending == seen.batch
+
+
+#: The moments in which a batch's Python workers run its tasks.
+TASK_MOMENTS = ("reading", "read_done", "writing", "output_visible")
+
+
+class WorkerKillParams(MomentKillParams):
+    moment: Literal[TASK_MOMENTS] = Field(description="the moment of a steady batch whose running task to kill: "
+                                                      "reading, read_done, writing or output_visible")
+    batch_class: Literal["steady"] = Field("steady", description="steady: a task kill needs no new attempt")
+
+
+@fault_kind("python_worker_kill_moment", targets=("executor",), params=WorkerKillParams)
+class PythonWorkerKillAtMoment(DriverKillAtMoment):
+    """SIGKILL a Python worker running one of the batch's tasks at an observed moment of a steady batch: the task
+    attempt dies where the look found it (its rows read, staged, prepared or visible, but not reported), and Spark
+    retries it (``local[N,F]``, ``F`` > 1). The driver is not touched: a kill lands when a busy worker was killed
+    while the checkpoint still showed the batch uncommitted. ``stop`` has nothing to heal."""
+
+    kills_driver = False
+
+    def _freeze_and_decide(self, seen: Observation) -> dict[str, Any]:
+        from streamcert.harness.faults.executor import busy_workers, sigkill
+
+        looked = time.monotonic()
+        busy = busy_workers(self.driver)
+        state = self.driver.checkpoint()
+        if not busy or state.pending != seen.batch:
+            return self._strike(seen, landed=False, frozen_ms=round(1000 * (time.monotonic() - looked), 1))
+        killed = sigkill(busy[0])
+        return self._strike(seen, landed=killed, frozen_ms=round(1000 * (time.monotonic() - looked), 1),
+                            pid=busy[0], busy_workers=len(busy))
+
+    def _position(self, why: str, deadline: float) -> dict[str, Any]:
+        return {"attempt": self.driver.attempt, "batch": None, "moments": [], "batch_class": None, "landed": False,
+                "wanted": False, "gave_up": why}
+
+    def _kill_now(self, why: str) -> dict[str, Any]:
+        return {"attempt": self.driver.attempt, "batch": None, "moments": [], "batch_class": None, "landed": False,
+                "wanted": False, "gave_up": why}
+
+    def _heal(self) -> dict[str, Any]:
+        self._unslow()
+        return {}

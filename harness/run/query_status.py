@@ -55,8 +55,8 @@ import requests
 
 from streamcert.harness.run.checkpoint import CheckpointState
 
-__all__ = ["MOMENTS", "WRITING_MOMENTS", "BATCH_CLASSES", "STEADY_AFTER", "STATUS_SPARK_CONF", "JobActivity", "StageActivity",
-           "Observation", "SparkStatus", "batch_class", "moments_of", "replay_depth"]
+__all__ = ["MOMENTS", "WRITING_MOMENTS", "BATCH_CLASSES", "STEADY_AFTER", "STATUS_SPARK_CONF", "JobActivity",
+           "StageActivity", "Observation", "SparkStatus", "batch_class", "moments_of", "replay_depth"]
 
 MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "output_visible", "just_committed")
 #: The moments in which a sink may be making the batch visible: ``output_visible`` is one of them seen together with

@@ -45,7 +45,8 @@ def test_a_sink_without_fault_points_is_killed_at_every_moment_of_first_and_stea
     assert {(m, c) for m in moments for c in ("first", "steady")} <= set(cells)
     assert [c for _m, c in cells].count("replay_of_replay") == 2
     assert "driver_kill_at" not in [spec.fault for spec in runs["driver-kills"].scenario.schedule]
-    assert [spec.fault for spec in runs["task-failures"].scenario.schedule].count("python_worker_kill") >= 1
+    task_kills = [spec for spec in runs["task-failures"].scenario.schedule if spec.fault == "python_worker_kill_moment"]
+    assert len(task_kills) == 2 and len({spec.params["moment"] for spec in task_kills}) == 2
     fractions = {spec.params["fraction"] for spec in runs["driver-kills"].scenario.schedule
                  if spec.fault == "driver_kill_moment"}
     assert len(fractions) >= 5  # spread inside the moments, not one instant
