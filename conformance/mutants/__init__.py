@@ -1,10 +1,12 @@
 """Mutants: connectors BROKEN ON PURPOSE, each with one plausible bug, to prove the suite catches what it claims to.
 
 Every module here holds one mutant: a subclass of a reference connector with a single mistake a real author could
-make, and its declaration (claims copied from the reference). :data:`MUTANTS` says, for each, which requirements
-the bug must fail and which requirements the same runs judge that it must still pass. ``tests/conformance/
-test_mutants.py`` certifies every mutant on those requirements (``tox -e mutants``; the default test run catches
-the four whose whole plan is longest with only the faults that reach their bug); ``streamcert certify --connector
+make, in code no fault point marks, and its declaration (claims copied from the reference). :data:`MUTANTS` says,
+for each, which requirements the bug must fail and which requirements the same runs judge that it must still pass.
+``tests/conformance/test_mutants.py`` certifies every mutant on those requirements with the connectors' own fault
+points off (the default test run: the mutants whose bug every run shows; ``tox -e long``: all of them), and
+``tox -e mutants`` measures the mutation score: each mutant certified over seeds 1-5, how often it is caught
+(:mod:`streamcert.benchmarks.mutation`). ``streamcert certify --no-cooperative --connector
 streamcert.conformance.mutants.<module>:CONNECTOR`` runs one by hand. Never use these connectors for anything else.
 """
 

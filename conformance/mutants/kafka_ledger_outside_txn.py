@@ -3,7 +3,8 @@
 The bug: the driver writes the batch's decision record with a producer of its own (committed at once) before the
 copy's transaction, instead of in it. A driver that dies after the record and before the copy commits leaves the
 batch marked done with its rows never copied; the replay sees the record and skips the batch. SNK-1 and SNK-3 must
-catch it, as lost records (the kill point ``kafka-2pc.before-commit`` is between the two).
+catch it, as lost records: a kill inside the commit (``commit_in_flight``, over the slowed broker link) lands
+between the two.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from streamcert.connectors.declarations import KafkaTwoPhaseSinkUnderTest
 from streamcert.connectors.kafka_client import client_conf
 from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink, _check_schema
 from streamcert.connectors.kafka_sink_options import parse_sink_options
-from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, FAULT_POINTS, _consumer, _copy_range,
+from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, _consumer, _copy_range,
                                                      _transaction, committer_transactional_id, ensure_topics,
                                                      last_committed_batch)
-from streamcert.spi.fault_points import reached
 
 __all__ = ["CONNECTOR"]
 
@@ -38,7 +38,6 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
     ledger.flush(30)
 
     def body(producer: Producer) -> Any:
-        reached(f"{FAULT_POINTS}.before-copy")
         consumer = _consumer(options)
         try:
             for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)):
@@ -46,13 +45,11 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
         finally:
             consumer.close()
         producer.flush(max(1.0, deadline - time.monotonic()))
-        reached(f"{FAULT_POINTS}.before-commit")
         return None
 
     result = _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
                           f"commit of batch {batch_id}", body, deadline, cached=True)
     assert result is not _ALREADY_DONE
-    reached(f"{FAULT_POINTS}.after-commit")
 
 
 class _Writer(KafkaStreamWriter):

@@ -16,7 +16,6 @@ from psycopg import sql
 
 from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
 from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage, _options
-from streamcert.spi.fault_points import reached
 
 __all__ = ["CONNECTOR"]
 
@@ -31,7 +30,6 @@ class _Writer(PostgresStreamWriter):
                 for row in iterator:
                     copy.write_row(tuple(row))
                     rows += 1
-        reached("pg-2pc.after-prepare")
         return PreparedMessage([], rows)
 
 

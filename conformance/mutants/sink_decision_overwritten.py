@@ -19,7 +19,6 @@ from streamcert.connectors.pg_participant import (DECISIONS_TABLE, PostgresDecis
                                                   prepare_rows)
 from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage, _options
 from streamcert.connectors.twophase import Coordinator, TxnId
-from streamcert.spi.fault_points import reached
 
 __all__ = ["CONNECTOR"]
 
@@ -45,7 +44,6 @@ class _Writer(PostgresStreamWriter):
         # BUG: no look at the decision log: a replayed batch is prepared again
         txn = TxnId.new(self.sink_id, batch_id, context.partitionId(), context.attemptNumber())
         rows = prepare_rows(self.dsn, self.table, self.columns, (tuple(row) for row in iterator), txn)
-        reached("pg-2pc.after-prepare")
         return PreparedMessage([str(txn)], rows)
 
 
