@@ -67,3 +67,25 @@ def test_kills_land_at_the_observed_moment_in_steady_first_and_replayed_batches(
     # the replay of a replay is a batch two attempts in a row started with pending
     last = [s for s in starts[-1]["strikes"] if s["wanted"]][-1]
     assert last["replay_depth"] >= 2
+
+
+@pytest.mark.integration
+def test_a_python_worker_is_killed_while_it_runs_a_task_of_a_steady_batch_and_spark_retries_it(tmp_path):
+    spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "checkpoint"),
+                     {"rows": 100_000, "rows_per_batch": 5, "read_delay_ms": 400, "path": str(tmp_path / "out")},
+                     master="local[1,3]", spark_conf=dict(STATUS_SPARK_CONF))
+    history = History()
+    with DriverProcess(spec, tmp_path / "driver") as driver:
+        driver.start()
+        context = FaultContext(driver=driver, history=history, workdir=tmp_path / "faults")
+        fault = build_fault(FaultSpec("python_worker_kill_moment", "executor", 0, 0,
+                                      {"moment": "writing", "timeout_s": 150.0}), context)
+        fault.start()
+        struck_in = fault.params.moment
+        driver.wait_for_batches(len([e for e in driver.events() if e["event"] == "progress"]) + 2, timeout=120)
+        assert driver.is_running()  # a task died, not the query
+        fault.stop()
+    [event] = history.events("fault-start")
+    assert event["reached"] is True, event
+    [strike] = [s for s in event["strikes"] if s["landed"]]
+    assert struck_in in strike["moments"] and strike["batch_class"] == "steady" and strike["pid"] > 0
