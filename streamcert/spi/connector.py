@@ -28,12 +28,16 @@ Example (a sink that writes each micro-batch with ``foreachBatch``)::
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from streamcert.spi.errors import ConfigurationError
+
+#: What a requirement id looks like (SRC-1, SNK-8, GEN-2, ...): a claim of this shape must name a known one.
+_REQUIREMENT_ID = re.compile(r"[A-Z]{2,5}-\d+")
 
 __all__ = ["KINDS", "MOMENTS", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
            "AggregatorConnector"]
@@ -157,6 +161,14 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
         if moments:
             raise ConfigurationError(f"The {where} marks kill points with unknown moments ({'; '.join(moments)}).",
                                      hint=f"A kill point marks one of: {', '.join(MOMENTS)}.")
+        known = set(requirements)
+        unknown = sorted(req for req in set(self.claims) | set(self.unclaimed)
+                         if known and _REQUIREMENT_ID.fullmatch(str(req)) and req not in known)
+        if unknown:
+            raise ConfigurationError(
+                f"The {where} declares {', '.join(unknown)}, which the catalogue has no such requirement of a "
+                f"{self.kind} for.", hint=f"A {self.kind} claims or waives: {', '.join(sorted(known))} "
+                "(`streamcert requirements --kind " + self.kind + "` lists them).")
         empty = sorted(req for req, reason in self.unclaimed.items() if not str(reason).strip())
         if empty:
             raise ConfigurationError(f"The {where} waives {', '.join(empty)} without a reason.",

@@ -45,3 +45,23 @@ class _Instance(SinkConnector):
 
 
 INSTANCE = _Instance()
+
+
+def test_a_connector_module_that_raises_on_import_is_the_authors_error_with_its_own_frames(tmp_path, monkeypatch):
+    from streamcert.harness.errors import ConfigurationError
+    from streamcert.harness.run.connectors import load_connector
+
+    (tmp_path / "raising_connector.py").write_text("def configure():\n    raise RuntimeError('no config file')\n"
+                                                   "configure()\n")
+    (tmp_path / "needs_missing_dependency.py").write_text("import not_a_real_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigurationError) as caught:
+        load_connector("raising_connector:CONNECTOR")
+    message = caught.value.message
+    assert "RuntimeError: no config file" in message and "raising_connector.py:2 in configure" in message
+    assert "references.py" not in message and "not in streamcert" in caught.value.hint
+    with pytest.raises(ConfigurationError, match="not_a_real_dependency_xyz") as caught:
+        load_connector("needs_missing_dependency:CONNECTOR")
+    assert "needs_missing_dependency.py:1" in caught.value.message
+    with pytest.raises(ConfigurationError, match="Cannot import 'no_such_module_at_all'"):
+        load_connector("no_such_module_at_all:CONNECTOR")

@@ -87,3 +87,23 @@ def test_the_aggregators_batch_contract_follows_its_options():
     context = QueryContext("b", "in", "out", "/ck", "r", options={"max_batch_size": 40, "max_wait_ms": 2500})
     assert BatchAggregatorUnderTest().batch_bounds(context) == (40, 2.5)
     assert BatchAggregatorUnderTest().batch_bounds(QueryContext("b", "in", "out", "/ck", "r")) == (100, 1.0)
+
+
+def test_a_claim_or_waiver_of_a_requirement_the_catalogue_does_not_have_for_the_kind_is_refused():
+    class _Typo(SinkConnector):
+        name = "typo-sink"
+        claims = frozenset({"SNK-1", "SNK-11", "exactly-once"})
+
+        def write(self, frame, context):
+            raise NotImplementedError
+
+    with pytest.raises(ConfigurationError, match="SNK-11") as caught:
+        _Typo().check_declaration(["SNK-1", "SNK-2"], strict=False)
+    assert "SNK-1, SNK-2" in caught.value.hint
+
+    class _OtherKind(_Typo):
+        claims = frozenset({"SNK-1"})
+        unclaimed = {"SRC-1": "a sink reads nothing"}
+
+    with pytest.raises(ConfigurationError, match="SRC-1"):
+        _OtherKind().check_declaration(["SNK-1", "SNK-2"], strict=False)
