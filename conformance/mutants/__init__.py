@@ -83,9 +83,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "unrecorded, and the replay copies them again", frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"})),
     Mutant(_ref("kafka_replay_not_checked"), "never reads the decision log before it copies: Spark's replayed "
            "commit of a batch already copied copies it again", frozenset({"SNK-1", "SNK-3", "SNK-4", "SNK-5"})),
-    Mutant(_ref("source_resumes_from_group"), "plans its first batch after a start from the offsets it committed to "
-           "a consumer group, not from Spark's restored start: a driver that dies before the group caught up "
-           "reads a batch again", frozenset({"SRC-1"})),
+    Mutant(_ref("source_resumes_from_group"), "commits each batch's end offsets to a consumer group as it plans the "
+           "batch and resumes from the group after a start, not from Spark's restored start: a batch planned but not "
+           "committed when the driver died is skipped", frozenset({"SRC-1"})),
     Mutant(_ref("source_commits_on_read"), "reader tasks commit their progress to a consumer group as they finish "
            "and a started driver resumes from there: a batch read but not committed is skipped after a crash",
            frozenset({"SRC-1"})),

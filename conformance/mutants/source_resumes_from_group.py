@@ -1,12 +1,11 @@
-"""MUTANT, BROKEN ON PURPOSE: a source that resumes from the offsets it committed to a consumer group, not from the
-start offsets Spark restored.
+"""MUTANT, BROKEN ON PURPOSE: a source that records its position in a consumer group as it plans a batch, and
+resumes from there rather than from the start offsets Spark restored.
 
-The bug: the source commits each batch's end offsets to a consumer group in ``commit(end)`` (which Spark calls
-once the batch is committed, as it plans the next one) and, once per driver, plans its first batch from the
-group's offsets instead of the ``start`` Spark hands it ("the group is where Kafka keeps a reader's position").
-A driver that dies after Spark committed a batch and before the source's ``commit`` reached the group (the
-``just_committed`` moment, or planning before the commit call) resumes one batch behind and reads that batch
-again. SRC-1 must catch it as duplicates.
+The bug: ``latestOffset`` commits the end offsets it hands Spark to a consumer group ("the range is taken: note how
+far we got, as a Kafka consumer would") and, once per driver, the source plans its first batch from the group's
+offsets instead of the ``start`` Spark hands it. A driver that dies after a batch was planned and before Spark
+committed it (planning, reading, writing, the commit) restarts with the group already past that batch: the replay
+reads nothing of it, and its records never reach the output. SRC-1 must catch it as lost records.
 """
 
 from __future__ import annotations
@@ -67,13 +66,15 @@ class _Reader(KafkaStreamReader):
         self._resumed = False
 
     def partitions(self, start: dict, end: dict) -> list:
-        if not self._resumed:  # BUG: the group's position, not Spark's restored start
+        if not self._resumed:  # a fresh driver resumes where the group says it got to, not at Spark's start
             self._resumed = True
             start = to_json(group_offsets(self.options, from_json(start)))
         return super().partitions(start, end)
 
-    def commit(self, end: dict) -> None:
-        commit_to_group(self.options, from_json(end))
+    def latestOffset(self, start: dict, limit) -> dict:
+        end = super().latestOffset(start, limit)
+        commit_to_group(self.options, from_json(end))  # BUG: the position moves before Spark committed the batch
+        return end
 
 
 class _Source(KafkaOffsetSource):

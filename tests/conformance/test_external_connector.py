@@ -1,7 +1,8 @@
 """A connector that lives outside streamcert, certified as its author would (docs/certify-a-connector.md): the
 example package docs/examples/acme-sinks is built in a temp dir, installed, found by its entry point, and
 certified for the driver-kill requirements; its idempotent foreachBatch append passes them, with no fault point
-of its own (the kills reach it at the window, at random moments and when its output grows)."""
+of its own (the kills reach it at every moment of its batches the query is observed in, its output visible
+before Spark committed among them)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def test_an_external_package_is_found_by_its_entry_point_and_certified(tmp_path)
     replay = verdicts["SNK-4"]["evidence"]["replay"]
     assert replay == "streamcert certify --connector acme-idempotent-pg --requirements SNK-4 --seed 4 --quick"
     [run] = verdicts["SNK-4"]["evidence"]["runs"]
-    assert any(f["fault"] == "driver_kill_on_output" and f.get("reached") for f in run["faults"]), run["faults"]
+    kills = [f for f in run["faults"] if f.get("fault") == "driver_kill_moment" and f["kind"] == "fault-start"]
+    assert kills and all(f.get("reached") for f in kills), kills
+    assert any(f["params"]["moment"] == "output_visible" for f in kills), kills
     # the reports are rendered beside results.json, from it
     page = (out / "report.html").read_text()
     assert 'class="v pass"' in page and "acme-idempotent-pg" in page and page.count("<svg") >= 1
