@@ -11,7 +11,8 @@ or an evidence check that decides it (leftovers, clean stop, options, ...). A ca
 missing after the run stopped waiting for a query that no longer progressed (``quiet_timeout`` with the last batch
 uncommitted) is a timeout, and counts as missed. Each pair records its verdicts, the checks that failed, and the
 kills that preceded the first violation (their moment and batch class). ``mutants.json`` is rewritten after every
-pair (an interrupted run keeps what it measured, ``complete: false``); ``streamcert report mutants.json`` renders
+pair (an interrupted run keeps what it measured, ``complete: false``, and the next run of the same ``--out`` goes on
+from there unless ``--fresh``); ``streamcert report mutants.json`` renders
 ``mutants.html`` (:mod:`streamcert.reports.mutants_html`).
 
 Runs in the harness's process, on one stack started for the whole benchmark.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -148,18 +150,27 @@ def _selected(names: list[str] | None) -> list[Any]:
     return [known[name] for name in names]
 
 
-def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environment: Any = None) -> dict[str, Any]:
+def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environment: Any = None,
+                       resume: bool = True) -> dict[str, Any]:
     """Certify each mutant on each seed (cooperative points off) and write ``out`` (JSON) after every pair; return
-    the report. (``streamcert report OUT`` renders its page.)"""
+    the report. (``streamcert report OUT`` renders its page.)
+
+    ``resume``: the pairs an earlier, interrupted run of the same ``out`` measured are kept and not run again (a
+    whole score takes hours: it may be measured over several sittings); their folders must still be there."""
     from streamcert.conformance.certify import certify, prepare
 
     report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": "mutation-score", "complete": False,
                               "seeds": seeds, "cooperative": False, "started_at": time.time(),
-                              "machine": machine_info(), "pairs": []}
+                              "machine": machine_info(), "pairs": _earlier_pairs(out) if resume else []}
+    done = {(pair["mutant"], pair["seed"]) for pair in report["pairs"]}
     folder = out.parent / out.stem
     for mutant in mutants:
         for seed in seeds:
+            if (_short(mutant.reference), seed) in done:
+                continue
             run_folder = folder / _short(mutant.reference) / f"seed-{seed}"
+            if run_folder.exists():  # a pair interrupted half way: measured again from the start
+                shutil.rmtree(run_folder)
             certification = prepare([mutant.reference], mutant.requirements, seed=seed, quick=mutant.quick,
                                     cooperative=False)
             began = time.monotonic()
@@ -175,6 +186,20 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
     report["duration_s"] = round(time.time() - report["started_at"], 1)
     _write(report, out)
     return report
+
+
+def _earlier_pairs(out: Path) -> list[dict[str, Any]]:
+    """The pairs of an earlier run of ``out`` whose evidence is still on disk (none when there is no such file)."""
+    if not out.exists():
+        return []
+    try:
+        earlier = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(earlier, dict) or earlier.get("kind") != "mutation-score":
+        raise ConfigurationError(f"{out} is not a mutation score, and would be overwritten.",
+                                 hint="Give --out a path of its own (results/bench/mutants.json by default).")
+    return [pair for pair in earlier.get("pairs", []) if Path(pair.get("folder", "")).exists()]
 
 
 def _write(report: dict[str, Any], out: Path) -> None:
@@ -204,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3, 4, 5], help="a range (1-5) or a list (1,3)")
     parser.add_argument("--mutants", nargs="*", help="mutant module names (default: every mutant)")
     parser.add_argument("--out", type=Path, default=Path("results/bench/mutants.json"))
+    parser.add_argument("--fresh", action="store_true", help="measure every pair again (default: keep the pairs an "
+                                                            "earlier run of the same --out measured)")
     args = parser.parse_args(argv)
     from streamcert.harness.errors import StreamcertError
     from streamcert.harness.stack.environment import Environment, EnvironmentConfig
@@ -211,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mutants = _selected(args.mutants)
         with Environment(EnvironmentConfig(provider="local")) as environment:
-            report = run_mutation_score(mutants, args.seeds, args.out, environment)
+            report = run_mutation_score(mutants, args.seeds, args.out, environment, resume=not args.fresh)
     except StreamcertError as exc:
         print(f"streamcert mutants: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,91 @@
+"""The mutation score: a pair is caught only on a real finding of a completed run (a stall's missing records are a
+timeout, counted missed), the figures count pairs and seeds, and an interrupted score goes on where it stopped."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from streamcert.benchmarks.mutation import _earlier_pairs, _seeds, judge_pair, score
+from streamcert.conformance.mutants import Mutant
+from streamcert.harness.errors import ConfigurationError
+
+MUTANT = Mutant("streamcert.conformance.mutants.sink_commit_before_decision:CONNECTOR", "a bug", frozenset({"SNK-1"}))
+
+
+def _certification(verdict: str, checks: list[dict]) -> dict:
+    return {"complete": True, "duration_s": 1.0, "verdicts": [
+        {"requirement": "SNK-1", "verdict": verdict, "evidence": {"runs": [
+            {"scenario": "driver-kills", "folder": "runs/x/driver-kills", "checks": checks}]}}]}
+
+
+def _run_folder(tmp_path, history: list[dict], output: pd.DataFrame | None = None) -> None:
+    folder = tmp_path / "runs" / "x" / "driver-kills"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"history": history}))
+    if output is not None:
+        output.to_parquet(folder / "output.parquet")
+
+
+def _strike(time_s: float, moments: list[str]) -> dict:
+    return {"kind": "fault-start", "fault": "driver_kill_moment", "time": time_s,
+            "strikes": [{"moments": moments, "batch_class": "steady", "batch": 3, "attempt": 2, "landed": True}]}
+
+
+def test_a_duplicate_found_is_a_catch_by_the_kill_before_the_second_delivery(tmp_path):
+    output = pd.DataFrame({"id": [1, 2, 1], "visible_at": [10.0, 11.0, 25.0]})
+    _run_folder(tmp_path, [_strike(5.0, ["writing"]), _strike(20.0, ["commit_in_flight", "output_visible"]),
+                           _strike(30.0, ["planning"])], output)
+    checks = [{"name": "duplicate", "valid": False, "counts": {"duplicated_ids": 1}, "violations": [{"id": 1}]},
+              {"name": "fault_reached", "valid": True}]
+    pair = judge_pair(MUTANT, 1, _certification("fail", checks), tmp_path)
+    assert pair["caught"] is True
+    assert pair["requirements"]["SNK-1"]["killed_by"] == [
+        {"moments": ["commit_in_flight", "output_visible"], "batch_class": "steady", "batch": 3, "attempt": 2}]
+
+
+def test_records_missing_only_because_the_query_stalled_are_a_timeout_and_missed(tmp_path):
+    _run_folder(tmp_path, [_strike(5.0, ["writing"]), {"kind": "quiesced", "reason": "quiet_timeout"},
+                           {"kind": "driver-stop", "pending_batch": 7}])
+    checks = [{"name": "lost", "valid": False, "counts": {"lost": 40}, "violations": []}]
+    pair = judge_pair(MUTANT, 2, _certification("fail", checks), tmp_path)
+    assert pair["caught"] is False and pair["requirements"]["SNK-1"]["timeout_only"] is True
+
+
+def test_a_pass_or_an_unknown_is_missed_and_a_fault_that_missed_is_no_finding(tmp_path):
+    _run_folder(tmp_path, [])
+    assert judge_pair(MUTANT, 1, _certification("pass", []), tmp_path)["caught"] is False
+    unknown = [{"name": "fault_reached", "valid": False, "counts": {}}]
+    assert judge_pair(MUTANT, 1, _certification("fail", unknown), tmp_path)["caught"] is False
+
+
+def test_the_score_counts_pairs_and_names_each_mutants_missed_seeds():
+    pairs = [{"mutant": "a", "seed": 1, "caught": True}, {"mutant": "a", "seed": 2, "caught": False},
+             {"mutant": "b", "seed": 1, "caught": True}, {"mutant": "b", "seed": 2, "caught": True}]
+    figures = score(pairs)
+    assert figures["detection_rate"] == 0.75 and figures["caught"] == 3
+    assert figures["mutants"]["a"] == {"seeds": 2, "caught": 1, "missed_seeds": [2]}
+
+
+def test_seeds_are_a_range_or_a_list_and_anything_else_is_refused():
+    import argparse
+
+    assert _seeds("1-5") == [1, 2, 3, 4, 5] and _seeds("2,4") == [2, 4]
+    for bad in ("x", "3-", ","):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _seeds(bad)
+
+
+def test_an_interrupted_score_keeps_the_pairs_whose_evidence_is_there_and_another_file_is_not_overwritten(tmp_path):
+    kept, gone = tmp_path / "kept", tmp_path / "gone"
+    kept.mkdir()
+    out = tmp_path / "mutants.json"
+    out.write_text(json.dumps({"kind": "mutation-score", "pairs": [
+        {"mutant": "a", "seed": 1, "folder": str(kept)}, {"mutant": "a", "seed": 2, "folder": str(gone)}]}))
+    assert [pair["seed"] for pair in _earlier_pairs(out)] == [1]
+    assert _earlier_pairs(tmp_path / "absent.json") == []
+    (tmp_path / "bench.json").write_text(json.dumps({"kind": "bench"}))
+    with pytest.raises(ConfigurationError, match="not a mutation score"):
+        _earlier_pairs(tmp_path / "bench.json")

@@ -1,0 +1,36 @@
+"""The mutation score page: the rate, a mutant x seed table with the moment that caught each, missed pairs said so."""
+
+from __future__ import annotations
+
+from streamcert.reports.mutants_html import mutants_html
+from streamcert.reports.render import render_results
+
+
+def _report(complete: bool = True) -> dict:
+    caught = {"mutant": "kafka_replay_not_checked", "bug": "never reads its log", "seed": 1, "caught": True,
+              "requirements": {"SNK-4": {"verdict": "fail", "caught": True, "timeout_only": False,
+                                         "findings": [{"run": "driver-kills", "check": "duplicate"}],
+                                         "killed_by": [{"moments": ["commit_in_flight", "output_visible"],
+                                                        "batch_class": "steady"}]}}}
+    missed = {**caught, "seed": 2, "caught": False,
+              "requirements": {"SNK-4": {"verdict": "pass", "caught": False, "timeout_only": False, "findings": [],
+                                         "killed_by": []}}}
+    return {"kind": "mutation-score", "complete": complete, "pairs": [caught, missed],
+            "score": {"pairs": 2, "caught": 1, "detection_rate": 0.5}}
+
+
+def test_the_page_shows_the_rate_the_catching_moment_and_the_missed_pair():
+    page = mutants_html(_report())
+    assert "50.0% detected" in page and "1 of 2 (mutant, seed) pairs" in page
+    assert "commit_in_flight+output_visible@steady" in page and "MISSED" in page
+    assert "<script" not in page and "http" not in page.replace("http-equiv", "")
+    assert "incomplete run" in mutants_html(_report(complete=False))
+
+
+def test_streamcert_report_renders_a_mutation_score_beside_its_json(tmp_path):
+    import json
+
+    path = tmp_path / "mutants.json"
+    path.write_text(json.dumps(_report()))
+    [written] = render_results(path)
+    assert written == tmp_path / "mutants.html" and "mutation score" in written.read_text()
