@@ -83,13 +83,16 @@ def _retry_timeout_ms(options) -> int:
 
 
 class PostgresTwoPhaseSink(DataSource):
+    #: the writer the driver builds (set below its class)
+    writer_class: type["PostgresStreamWriter"]
+
     @classmethod
     def name(cls) -> str:
         return SINK_NAME
 
     def streamWriter(self, schema, overwrite: bool) -> "PostgresStreamWriter":
         dsn, table, sink_id = _options(self.options)
-        return PostgresStreamWriter(dsn, table, sink_id, schema, _retry_timeout_ms(self.options))
+        return self.writer_class(dsn, table, sink_id, schema, _retry_timeout_ms(self.options))
 
 
 class PostgresStreamWriter(DataSourceStreamWriter):
@@ -104,8 +107,14 @@ class PostgresStreamWriter(DataSourceStreamWriter):
                                      hint=f"Supported Spark types: {', '.join(SPARK_TO_PG)}; cast the others.")
         _retrying(f"creating table {table}", retry_timeout_ms, lambda: ensure_table(dsn, table, kinds))
 
+    #: the protocol's parts (a subclass may change one, as the project's mutants do)
+    coordinator_class = Coordinator
+    participant_class = PostgresParticipant
+    decision_log_class = PostgresDecisionLog
+
     def _coordinator(self) -> Coordinator:
-        return Coordinator(self.sink_id, PostgresParticipant(self.dsn), PostgresDecisionLog(self.dsn), _FAULT_POINTS)
+        return self.coordinator_class(self.sink_id, self.participant_class(self.dsn), self.decision_log_class(self.dsn),
+                                      _FAULT_POINTS)
 
     def write(self, iterator: Iterator) -> PreparedMessage:
         """Executor: prepare this task's rows under a transaction id naming the batch, partition and attempt."""
@@ -138,3 +147,7 @@ class PostgresStreamWriter(DataSourceStreamWriter):
         txns = [txn for message in messages if message is not None for txn in message.txn_ids]
         _retrying(f"the abort of batch {batchId}", self.retry_timeout_ms,
                   lambda: self._coordinator().abort(batchId, txns))
+
+
+# a subclass of the sink may build another writer (one step changed, as the project's mutants do)
+PostgresTwoPhaseSink.writer_class = PostgresStreamWriter

@@ -18,11 +18,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from streamcert.connectors.declarations import KafkaTwoPhaseSinkUnderTest
-from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink, _check_schema
-from streamcert.connectors.kafka_sink_options import parse_sink_options
+from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink
 from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, _consumer, _copy_range, _produce_all,
-                                                     _transaction, committer_transactional_id, ensure_topics,
-                                                     last_committed_batch)
+                                                     _transaction, committer_transactional_id, last_committed_batch)
 
 __all__ = ["CONNECTOR"]
 
@@ -64,15 +62,11 @@ class _Writer(KafkaStreamWriter):
 
 
 class _Sink(KafkaTwoPhaseSink):
+    writer_class = _Writer
+
     @classmethod
     def name(cls) -> str:
         return "mutant-kafka-ledger-after-copy"
-
-    def streamWriter(self, schema, overwrite: bool) -> KafkaStreamWriter:
-        options = parse_sink_options(dict(self.options))
-        _check_schema(schema)
-        ensure_topics(options)
-        return _Writer(options)
 
 
 class LedgerAfterCopy(KafkaTwoPhaseSinkUnderTest):

@@ -17,11 +17,9 @@ from confluent_kafka import Producer
 
 from streamcert.connectors.declarations import KafkaTwoPhaseSinkUnderTest
 from streamcert.connectors.kafka_client import client_conf
-from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink, _check_schema
-from streamcert.connectors.kafka_sink_options import parse_sink_options
+from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink
 from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, _consumer, _copy_range,
-                                                     _transaction, committer_transactional_id, ensure_topics,
-                                                     last_committed_batch)
+                                                     _transaction, committer_transactional_id, last_committed_batch)
 
 __all__ = ["CONNECTOR"]
 
@@ -58,15 +56,11 @@ class _Writer(KafkaStreamWriter):
 
 
 class _Sink(KafkaTwoPhaseSink):
+    writer_class = _Writer
+
     @classmethod
     def name(cls) -> str:
         return "mutant-kafka-ledger-outside-txn"
-
-    def streamWriter(self, schema, overwrite: bool) -> KafkaStreamWriter:
-        options = parse_sink_options(dict(self.options))
-        _check_schema(schema)
-        ensure_topics(options)
-        return _Writer(options)
 
 
 class LedgerOutsideTransaction(KafkaTwoPhaseSinkUnderTest):

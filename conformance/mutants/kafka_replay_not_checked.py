@@ -16,10 +16,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from streamcert.connectors.declarations import KafkaTwoPhaseSinkUnderTest
-from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink, _check_schema
-from streamcert.connectors.kafka_sink_options import parse_sink_options
+from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink
 from streamcert.connectors.kafka_write_ahead import (_consumer, _copy_range, _produce_all, _transaction,
-                                                     committer_transactional_id, ensure_topics)
+                                                     committer_transactional_id)
 
 __all__ = ["CONNECTOR"]
 
@@ -52,15 +51,11 @@ class _Writer(KafkaStreamWriter):
 
 
 class _Sink(KafkaTwoPhaseSink):
+    writer_class = _Writer
+
     @classmethod
     def name(cls) -> str:
         return "mutant-kafka-replay-not-checked"
-
-    def streamWriter(self, schema, overwrite: bool) -> KafkaStreamWriter:
-        options = parse_sink_options(dict(self.options))
-        _check_schema(schema)
-        ensure_topics(options)
-        return _Writer(options)
 
 
 class ReplayNotChecked(KafkaTwoPhaseSinkUnderTest):

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
-from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage, _options
+from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage
 
 __all__ = ["CONNECTOR"]
 
@@ -34,13 +34,11 @@ class _Writer(PostgresStreamWriter):
 
 
 class _Sink(PostgresTwoPhaseSink):
+    writer_class = _Writer
+
     @classmethod
     def name(cls) -> str:
         return "mutant-sink-commit-in-write"
-
-    def streamWriter(self, schema, overwrite: bool) -> PostgresStreamWriter:
-        dsn, table, sink_id = _options(self.options)
-        return _Writer(dsn, table, sink_id, schema)
 
 
 class CommitInWrite(PostgresTwoPhaseSinkUnderTest):

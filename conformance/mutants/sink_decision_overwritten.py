@@ -15,10 +15,9 @@ import psycopg
 from psycopg import sql
 
 from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
-from streamcert.connectors.pg_participant import (DECISIONS_TABLE, PostgresDecisionLog, PostgresParticipant,
-                                                  prepare_rows)
-from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage, _options
-from streamcert.connectors.twophase import Coordinator, TxnId
+from streamcert.connectors.pg_participant import (DECISIONS_TABLE, PostgresDecisionLog, prepare_rows)
+from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage
+from streamcert.connectors.twophase import TxnId
 
 __all__ = ["CONNECTOR"]
 
@@ -33,8 +32,7 @@ class _Log(PostgresDecisionLog):
 
 
 class _Writer(PostgresStreamWriter):
-    def _coordinator(self) -> Coordinator:
-        return Coordinator(self.sink_id, PostgresParticipant(self.dsn), _Log(self.dsn), "pg-2pc")
+    decision_log_class = _Log
 
     def write(self, iterator: Iterator) -> PreparedMessage:
         from pyspark import TaskContext
@@ -48,13 +46,11 @@ class _Writer(PostgresStreamWriter):
 
 
 class _Sink(PostgresTwoPhaseSink):
+    writer_class = _Writer
+
     @classmethod
     def name(cls) -> str:
         return "mutant-sink-decision-overwritten"
-
-    def streamWriter(self, schema, overwrite: bool) -> PostgresStreamWriter:
-        dsn, table, sink_id = _options(self.options)
-        return _Writer(dsn, table, sink_id, schema)
 
 
 class DecisionOverwritten(PostgresTwoPhaseSinkUnderTest):

@@ -12,8 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
-from streamcert.connectors.pg_participant import PostgresDecisionLog, PostgresParticipant
-from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, _options
+from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink
 from streamcert.connectors.twophase import Coordinator
 
 __all__ = ["CONNECTOR"]
@@ -31,18 +30,15 @@ class _Coordinator(Coordinator):
 
 
 class _Writer(PostgresStreamWriter):
-    def _coordinator(self) -> Coordinator:
-        return _Coordinator(self.sink_id, PostgresParticipant(self.dsn), PostgresDecisionLog(self.dsn), "pg-2pc")
+    coordinator_class = _Coordinator
 
 
 class _Sink(PostgresTwoPhaseSink):
+    writer_class = _Writer
+
     @classmethod
     def name(cls) -> str:
         return "mutant-sink-never-rolls-back"
-
-    def streamWriter(self, schema, overwrite: bool) -> PostgresStreamWriter:
-        dsn, table, sink_id = _options(self.options)
-        return _Writer(dsn, table, sink_id, schema)
 
 
 class NeverRollsBack(PostgresTwoPhaseSinkUnderTest):

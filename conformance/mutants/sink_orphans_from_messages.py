@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
-from streamcert.connectors.pg_participant import PostgresDecisionLog, PostgresParticipant
-from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, _options
+from streamcert.connectors.pg_participant import PostgresParticipant
+from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink
 from streamcert.connectors.twophase import Coordinator, TxnId, in_commit_order
 
 __all__ = ["CONNECTOR"]
@@ -42,18 +42,16 @@ class _Participant(PostgresParticipant):
 
 
 class _Writer(PostgresStreamWriter):
-    def _coordinator(self) -> Coordinator:
-        return _Coordinator(self.sink_id, _Participant(self.dsn), PostgresDecisionLog(self.dsn), "pg-2pc")
+    coordinator_class = _Coordinator
+    participant_class = _Participant
 
 
 class _Sink(PostgresTwoPhaseSink):
+    writer_class = _Writer
+
     @classmethod
     def name(cls) -> str:
         return "mutant-sink-orphans-from-messages"
-
-    def streamWriter(self, schema, overwrite: bool) -> PostgresStreamWriter:
-        dsn, table, sink_id = _options(self.options)
-        return _Writer(dsn, table, sink_id, schema)
 
 
 class OrphansFromMessages(PostgresTwoPhaseSinkUnderTest):

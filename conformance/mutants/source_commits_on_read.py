@@ -42,12 +42,11 @@ class _Reader(KafkaStreamReader):
 
 
 class _Source(KafkaOffsetSource):
+    reader_class = _Reader
+
     @classmethod
     def name(cls) -> str:
         return "mutant-source-commits-on-read"
-
-    def streamReader(self, schema) -> KafkaStreamReader:
-        return _Reader(self.parsed)
 
 
 class CommitsOnRead(KafkaOffsetSourceUnderTest):

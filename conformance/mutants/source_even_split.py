@@ -39,12 +39,11 @@ class _Reader(KafkaStreamReader):
 
 
 class _Source(KafkaOffsetSource):
+    reader_class = _Reader
+
     @classmethod
     def name(cls) -> str:
         return "mutant-source-even-split"
-
-    def streamReader(self, schema) -> KafkaStreamReader:
-        return _Reader(self.parsed)
 
 
 class EvenSplit(KafkaOffsetSourceUnderTest):

@@ -24,12 +24,11 @@ class _Reader(KafkaStreamReader):
 
 
 class _Source(KafkaOffsetSource):
+    reader_class = _Reader
+
     @classmethod
     def name(cls) -> str:
         return "mutant-source-off-by-one"
-
-    def streamReader(self, schema) -> KafkaStreamReader:
-        return _Reader(self.parsed)
 
 
 class OffByOne(KafkaOffsetSourceUnderTest):

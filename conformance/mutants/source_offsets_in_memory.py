@@ -30,12 +30,11 @@ class _Reader(KafkaStreamReader):
 
 
 class _Source(KafkaOffsetSource):
+    reader_class = _Reader
+
     @classmethod
     def name(cls) -> str:
         return "mutant-source-offsets-in-memory"
-
-    def streamReader(self, schema) -> KafkaStreamReader:
-        return _Reader(self.parsed)
 
 
 class OffsetsInMemory(KafkaOffsetSourceUnderTest):

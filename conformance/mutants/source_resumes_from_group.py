@@ -78,12 +78,11 @@ class _Reader(KafkaStreamReader):
 
 
 class _Source(KafkaOffsetSource):
+    reader_class = _Reader
+
     @classmethod
     def name(cls) -> str:
         return "mutant-source-resumes-from-group"
-
-    def streamReader(self, schema) -> KafkaStreamReader:
-        return _Reader(self.parsed)
 
 
 class ResumesFromGroup(KafkaOffsetSourceUnderTest):
