@@ -10,9 +10,10 @@ that completed: a violation an output check found (duplicates, lost, unexpected,
 or an evidence check that decides it (leftovers, clean stop, options, ...). A catch that rests only on records
 missing after the run stopped waiting for a query that no longer progressed (``quiet_timeout`` with the last batch
 uncommitted) is a timeout, and counts as missed. Each pair records its verdicts, the checks that failed, and the
-kills that preceded the first violation (their moment and batch class). ``mutants.json`` is rewritten after every
-pair (an interrupted run keeps what it measured, ``complete: false``, and the next run of the same ``--out`` goes on
-from there unless ``--fresh``); ``streamcert report mutants.json`` renders
+kill that preceded the first duplicated or unexpected delivery (its moment and batch class; ``attribution``
+``preceding``), or, for lost records, which show no time of their own, every kill that landed (``candidates``).
+``mutants.json`` is rewritten after every pair (an interrupted run keeps what it measured, ``complete: false``, and
+the next run of the same ``--out`` goes on from there unless ``--fresh``); ``streamcert report mutants.json`` renders
 ``mutants.html`` (:mod:`streamcert.reports.mutants_html`).
 
 Runs in the harness's process, on one stack started for the whole benchmark.
@@ -99,7 +100,7 @@ def judge_pair(mutant: Any, seed: int, certification: dict[str, Any], folder: Pa
     requirements = {}
     for requirement in sorted(mutant.breaks):
         verdict = verdicts.get(requirement, {})
-        findings, timed_out, killed_by = [], False, []
+        findings, timed_out, killed_by, attribution = [], False, [], None
         for run in (verdict.get("evidence") or {}).get("runs", []):
             failing = [check for check in run.get("checks", []) if check.get("valid") is False
                        and check.get("name") not in _NOT_FINDINGS]
@@ -112,12 +113,18 @@ def judge_pair(mutant: Any, seed: int, certification: dict[str, Any], folder: Pa
                 continue
             output_file = folder / run.get("folder", "") / "output.parquet"
             output = pd.read_parquet(output_file) if output_file.exists() else None
-            killed_by = _kills_before(detail.get("history", []), _first_violation_time(failing, output))[-1:]
+            seen_at = _first_violation_time(failing, output)
+            # a record seen twice: the kill just before its second delivery; a lost record shows no time of its own,
+            # so every landed kill of the run is a candidate
+            killed_by = _kills_before(detail.get("history", []), seen_at)
+            killed_by, attribution = (killed_by[-1:], "preceding") if seen_at is not None else (killed_by,
+                                                                                                "candidates")
             findings += [{"run": run.get("scenario"), "check": check["name"], "counts": check.get("counts", {})}
                          for check in failing]
         caught = verdict.get("verdict") == "fail" and bool(findings)
         requirements[requirement] = {"verdict": verdict.get("verdict"), "caught": caught, "findings": findings,
-                                     "timeout_only": timed_out and not findings, "killed_by": killed_by}
+                                     "timeout_only": timed_out and not findings, "killed_by": killed_by,
+                                     "attribution": attribution if findings else None}
     return {"mutant": _short(mutant.reference), "reference": mutant.reference, "bug": mutant.bug, "seed": seed,
             "complete": bool(certification.get("complete")),
             "caught": all(entry["caught"] for entry in requirements.values()) and bool(requirements),

@@ -22,8 +22,11 @@ def _cell(pair: dict[str, Any] | None) -> str:
     if not pair["caught"]:
         timeout = any(entry.get("timeout_only") for entry in pair["requirements"].values())
         return f'<td class="v fail">MISSED{" (timeout only)" if timeout else ""}</td>'
-    killed = [kill for entry in pair["requirements"].values() for kill in entry.get("killed_by", [])]
-    how = ", ".join(sorted({f"{'+'.join(k.get('moments') or [])}@{k.get('batch_class')}" for k in killed}))
+    preceding = [kill for entry in pair["requirements"].values() if entry.get("attribution") == "preceding"
+                 for kill in entry.get("killed_by", [])]
+    how = ", ".join(sorted({f"{'+'.join(k.get('moments') or [])}@{k.get('batch_class')}" for k in preceding}))
+    if not preceding:
+        how = "lost records: a kill of the run"
     return f'<td class="v pass">caught<br><span class="stmt">{escape(how or "without a kill")}</span></td>'
 
 

@@ -46,8 +46,7 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
 
 
 class _Writer(KafkaStreamWriter):
-    def commit(self, messages, batchId: int) -> None:
-        _commit_batch(self.options, batchId, [r for m in messages if m is not None for r in m.ranges])
+    commit_batch = staticmethod(_commit_batch)
 
 
 class _Sink(KafkaTwoPhaseSink):

@@ -44,6 +44,15 @@ def test_a_duplicate_found_is_a_catch_by_the_kill_before_the_second_delivery(tmp
     assert pair["caught"] is True
     assert pair["requirements"]["SNK-1"]["killed_by"] == [
         {"moments": ["commit_in_flight", "output_visible"], "batch_class": "steady", "batch": 3, "attempt": 2}]
+    assert pair["requirements"]["SNK-1"]["attribution"] == "preceding"
+
+
+def test_lost_records_name_every_landed_kill_as_a_candidate(tmp_path):
+    _run_folder(tmp_path, [_strike(5.0, ["writing"]), _strike(20.0, ["planning"]),
+                           {"kind": "quiesced", "reason": "settled"}])
+    checks = [{"name": "lost", "valid": False, "counts": {"lost": 40}, "violations": [{"id": 9}]}]
+    entry = judge_pair(MUTANT, 1, _certification("fail", checks), tmp_path)["requirements"]["SNK-1"]
+    assert entry["caught"] is True and entry["attribution"] == "candidates" and len(entry["killed_by"]) == 2
 
 
 def test_records_missing_only_because_the_query_stalled_are_a_timeout_and_missed(tmp_path):

@@ -10,6 +10,7 @@ def _report(complete: bool = True) -> dict:
     caught = {"mutant": "kafka_replay_not_checked", "bug": "never reads its log", "seed": 1, "caught": True,
               "requirements": {"SNK-4": {"verdict": "fail", "caught": True, "timeout_only": False,
                                          "findings": [{"run": "driver-kills", "check": "duplicate"}],
+                                         "attribution": "preceding",
                                          "killed_by": [{"moments": ["commit_in_flight", "output_visible"],
                                                         "batch_class": "steady"}]}}}
     missed = {**caught, "seed": 2, "caught": False,
