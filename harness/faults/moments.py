@@ -3,7 +3,8 @@
 :class:`DriverKillAtMoment` watches the driver's current attempt through Spark's status API and its checkpoint
 (:mod:`streamcert.harness.run.query_status`) until a batch of the wanted class (``first`` after a start, ``steady``
 after three commits of the same attempt, ``replay_of_replay``) shows the wanted moment (``planning``, ``reading``,
-``read_done``, ``writing``, ``commit_in_flight``, ``just_committed``). Then it decides by freezing, not by racing:
+``read_done``, ``writing``, ``commit_in_flight``, ``output_visible``, ``just_committed``). Then it decides by
+freezing, not by racing:
 it SIGSTOPs the driver (its Python process and JVM, where local executors run too), reads the checkpoint again and
 kills only when the checkpoint still agrees (the batch uncommitted; for ``just_committed`` the commit written and
 the next batch not planned); otherwise it lets the driver go on and watches the next batch. Nothing of it needs the
@@ -17,7 +18,10 @@ before it commits until two attempts in a row started with the same batch pendin
 
 The ``fault-start`` event lists every strike (``strikes``: its observation, the moments and batch class the kill
 reached, how long after the look the driver froze) and says whether the wanted cell was ``reached``; ``stop``
-restarts the driver from its checkpoint.
+restarts the driver from its checkpoint. With ``slow_link`` the connector's own link carries a latency toxic (both
+ways) from the first look at the wanted batch until the kill, so a multi-step commit's steps are a round trip or
+more apart. :class:`PythonWorkerKillAtMoment` kills a Python worker running one of a steady batch's tasks instead of
+the driver (Spark retries the task).
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ from typing import Any, Literal
 import requests
 from pydantic import Field
 
+from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.harness.run.checkpoint import CheckpointState
-from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, WRITING_MOMENTS,
                                                  Observation, SparkStatus, batch_class, moments_of, replay_depth)
 
@@ -59,8 +63,9 @@ class MomentKillParams(FaultParams):
                              description="seconds to look for the moment before giving up")
 
 
-#: driver -> moment -> lengths (s) of that moment in the batches the run's moment kills watched: how long a moment
-#: lasts is learnt while watching, so that ``fraction`` can aim inside it (a multi-step commit's later steps).
+#: driver -> (moment, in an attempt's first batch) -> lengths (s) of that moment in the batches the run's moment kills
+#: watched: how long a moment lasts is learnt while watching, so that ``fraction`` can aim inside it (a multi-step
+#: commit's later steps).
 _LENGTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
