@@ -23,8 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streamcert.conformance.catalogue import ids_for
+from streamcert.harness.faults.moments import TASK_MOMENTS
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.zombie import ZOMBIE_SPARK_CONF
+from streamcert.harness.run.query_status import MOMENTS, WRITING_MOMENTS
 from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.scenario import Scenario
 from streamcert.harness.stack.kafka_clients import TopicSettings
@@ -101,23 +103,21 @@ def _workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
                            "transaction_records": 50, "seed": rng.randrange(1 << 30), **changes})
 
 
-#: The moments a kill run strikes (:data:`streamcert.harness.run.query_status.MOMENTS`), in lifecycle order.
-_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "output_visible", "just_committed")
 #: Moments after which the batch is still pending: a kill there makes the next attempt replay it.
-_BEFORE_COMMIT = _MOMENTS[:-1]
+_BEFORE_COMMIT = MOMENTS[:-1]
 #: The moments a kill run plans when the sink's commit cannot be slowed (no link of its own: Spark's file sink, into
 #: which a source under test writes): its commit takes a few milliseconds inside the driver, after the job ended and
 #: before Spark's status shows it ended, so no look can land in it (nor between its output and ``commits/N``). A
 #: source's own step there is its ``commit(end)``, after ``commits/N``: ``just_committed`` covers it.
-_FAST_COMMIT_MOMENTS = tuple(m for m in _MOMENTS if m not in ("commit_in_flight", "output_visible"))
+_FAST_COMMIT_MOMENTS = tuple(m for m in MOMENTS if m not in ("commit_in_flight", "output_visible"))
 
 
 def _moments_for(link: str | None) -> tuple[str, ...]:
     """The moments a kill run of a pipeline whose sink commits over ``link`` (None: no link to slow) plans."""
-    return _MOMENTS if link is not None else _FAST_COMMIT_MOMENTS
+    return MOMENTS if link is not None else _FAST_COMMIT_MOMENTS
 
 
-def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = _MOMENTS) -> list:
+def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = MOMENTS) -> list:
     """Driver kills timed by observed moments, so that every cell of the run's grid is planned: every moment in a
     ``steady`` batch and in an attempt's ``first`` batch (the quick plan: every moment once, the class drawn), and
     replays of a replay (two; one in the quick plan). Each strikes a seeded fraction into its moment.
@@ -160,7 +160,7 @@ def _point_kills(rng: random.Random, kill_points: dict[str, str], every_point: b
 
 
 def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], cooperative: bool,
-           moments: tuple[str, ...] = _MOMENTS) -> list:
+           moments: tuple[str, ...] = MOMENTS) -> list:
     """A kill run's chain: the moment grid, then (``cooperative``) the connector's kill points."""
     kills = _moment_kills(rng, quick, moments)
     return kills + (_point_kills(rng, kill_points, every_point=not quick) if cooperative else [])
@@ -171,11 +171,7 @@ def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], coopera
 #: for a look at the query to land between them, and the output shows a commit before the driver hears of it.
 _SLOW_LINK_MS = (50, 100)
 #: The moments whose kills strike with the link slowed: a task's write steps, a driver-side commit's steps.
-_SLOWED_MOMENTS = ("read_done", "writing", "commit_in_flight", "output_visible")
-
-
-#: The moments a task kill strikes (a Python worker running one of the batch's tasks).
-_TASK_MOMENTS = ("reading", "read_done", "writing", "output_visible")
+_SLOWED_MOMENTS = (*WRITING_MOMENTS, "output_visible")
 
 
 def _slow_params(rng: random.Random, link: str | None) -> dict:
@@ -290,7 +286,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = [("python_worker_kill_moment", "executor", {"moment": moment, **_slow_params(rng, _sink_link(connector))},
-              0.0) for moment in rng.sample(_TASK_MOMENTS, 1 if quick else 2)]
+              0.0) for moment in rng.sample(TASK_MOMENTS, 1 if quick else 2)]
     fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points if cooperative]
     # Every fault may strike the same task: Spark must allow more attempts than there are faults, or the query
     # itself gives up (that would be the plan's doing, not the sink's).

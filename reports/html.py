@@ -15,6 +15,8 @@ from typing import Any
 
 from streamcert.reports.certification import Certification, verdict_anchor
 from streamcert.reports.charts import run_timeline_svg
+from streamcert.harness.run.query_status import BATCH_CLASSES as _CLASSES
+from streamcert.harness.run.query_status import MOMENTS as _MOMENTS
 from streamcert.reports.findings import fault_lines, finding_lines, replay
 
 __all__ = ["matrix_css", "report_html"]
@@ -156,8 +158,6 @@ def _recovery(run: dict[str, Any]) -> str:
            f"</th><th>back to pre-fault rate and backlog after</th></tr>{cells}</table></details>"
 
 
-_MOMENTS = ("planning", "reading", "read_done", "writing", "commit_in_flight", "output_visible", "just_committed")
-_CLASSES = ("first", "steady", "replay_of_replay")
 
 
 def _coverage(coverage: dict[str, Any] | None) -> str:

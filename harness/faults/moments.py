@@ -41,7 +41,7 @@ from streamcert.harness.run.checkpoint import CheckpointState
 from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, WRITING_MOMENTS,
                                                  Observation, SparkStatus, batch_class, moments_of, replay_depth)
 
-__all__ = ["MomentKillParams", "DriverKillAtMoment", "WorkerKillParams", "PythonWorkerKillAtMoment"]
+__all__ = ["MomentKillParams", "DriverKillAtMoment", "TASK_MOMENTS", "WorkerKillParams", "PythonWorkerKillAtMoment"]
 
 #: Seconds between two looks at the query (each look is one or two requests to the status API: ~15 ms here).
 _LOOK_INTERVAL_S = 0.005

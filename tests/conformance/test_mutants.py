@@ -21,9 +21,9 @@ def _name(mutant) -> str:
 
 #: Mutants the default test run certifies: bugs every run of their plan shows (a baseline's or a bounded run's
 #: findings), and one that only the kills timed by observed moments reach (most kills of a source's grid land after
-#: its tasks read). The others' catch depends on the reach of those kills too: ``tox -e long`` certifies each of them here (exactly the requirements its bug
-#: breaks fail), and ``tox -e mutants`` measures how often they are caught over five seeds with the connectors' own
-#: fault points off (the mutation score).
+#: its tasks read). The others' catch depends on the reach of those kills too: ``tox -e long`` certifies each of
+#: them here (exactly the requirements its bug breaks fail), and ``tox -e mutants`` measures how often they are
+#: caught over five seeds with the connectors' own fault points off (the mutation score).
 IN_DEFAULT_RUN = frozenset({"source_even_split", "source_off_by_one", "source_read_uncommitted",
                             "aggregator_waits_for_input",
                             # and one whose bug only a kill after its tasks read shows, with no fault point to help
