@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.run.query_status import MOMENTS
 
-__all__ = ["KINDS", "CLUSTER_SUBJECT", "Requirement", "CATALOGUE", "EVIDENCE_CHECKS", "requirements", "requirement",
-           "ids_for"]
+__all__ = ["KINDS", "CLUSTER_SUBJECT", "FAULT_FAMILIES", "CAPABILITIES", "Requirement", "CATALOGUE", "EVIDENCE_CHECKS",
+           "requirements", "requirement", "ids_for", "capabilities"]
 
 #: The kinds a requirement applies to: a connector's kind, every connector (``general``), or the Kafka cluster the
 #: connectors run on (``broker``: seed 003's preconditions of the failover runs, certified as ``kafka-cluster``).
@@ -51,15 +52,35 @@ EVIDENCE_CHECKS = {
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
-#: Driver kills a requirement's runs use: timed by the query's observed moment; a connector's own points on top.
-_DRIVER_KILLS = ("driver_kill_moment", "driver_kill_at")
-#: Task kills: a Python worker killed at an observed moment of a batch; a connector's own fail points on top.
-_TASK_KILLS = ("python_worker_kill_moment", "task_fail_at")
-_NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
+
+#: Fault families: the fault kinds (names of :mod:`streamcert.harness.faults.registry`) that exercise one kind of
+#: failure. A requirement names families; its runs may use any kind of them (the plans use the first ones: driver kills
+#: timed by the query's observed moment, Python workers killed at a task's moment; a connector's own points on top;
+#: the others serve hand-written schedules).
+FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
+    "driver-kill": ("driver_kill_moment", "driver_kill_at", "driver_kill", "driver_kill_random",
+                    "driver_kill_on_output"),
+    "task-kill": ("python_worker_kill_moment", "task_fail_at", "python_worker_kill", "task_exception",
+                  "executor_kill"),
+    "network": ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down"),
+    "broker": ("broker_kill", "broker_restart", "broker_pause"),
+    "database": ("database_kill",),
+    "failover": ("node_kill", "node_isolate"),
+    "rescale": ("rescale",),
+    "new-partitions": ("add_partitions",),
+    "zombie": ("task_zombie",),
+}
 
 
 class Requirement(BaseModel):
-    """One requirement of the catalogue."""
+    """One requirement of the catalogue: the one place that says what it is, how it is exercised and decided.
+
+    ``runs`` names the runs of its kind's plan (:mod:`streamcert.conformance.plans`) whose evidence decides it: a
+    plan builds each run once and every requirement naming it is judged on it (compatible requirements share a run).
+    ``fault_families`` says which faults those runs must carry for it (:data:`FAULT_FAMILIES`); ``moments`` which
+    cells of a kill run's grid (:mod:`streamcert.harness.verify.coverage`) must be reached, ``aim`` where a kill
+    not timed by an observed moment must land, before its ``fault_reached`` check is valid.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -68,17 +89,51 @@ class Requirement(BaseModel):
     statement: str = Field(min_length=10, description="what a connector of the kind guarantees, in one line")
     procedure: str = Field(min_length=10, description="how the suite exercises it")
     pass_condition: str = Field(min_length=10, description="when the verdict is pass")
-    faults: tuple[str, ...] = Field((), description="fault kinds the procedure uses (the fault registry's names)")
+    runs: tuple[str, ...] = Field((), description="the runs of its kind's plan whose evidence decides it (none: no "
+                                                  "scenario of this version exercises it yet)")
+    fault_families: tuple[str, ...] = Field((), description="families of faults its runs carry (FAULT_FAMILIES)")
+    moments: tuple[str, ...] = Field((), description="observed moments whose planned kill cells must all be reached "
+                                                     "(query_status.MOMENTS)")
+    aim: Literal["window", "committing"] | None = Field(None, description="where a kill not timed by an observed "
+                                                                         "moment must land (a connector's point, a "
+                                                                         "hand-written schedule)")
     checks: tuple[str, ...] = Field(min_length=1, description="output checkers and evidence checks that decide it")
     optional: bool = Field(False, description="a connector may leave it unclaimed without a reason of its own")
     origin: str = Field("SPEC §5", description="where it comes from (the spec, a seed article)")
 
+    @field_validator("fault_families")
+    @classmethod
+    def _known_families(cls, families: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [family for family in families if family not in FAULT_FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown fault families {unknown}: use {', '.join(FAULT_FAMILIES)}")
+        return families
 
-def _req(id: str, statement: str, procedure: str, pass_condition: str, faults: tuple[str, ...] = (),
-         checks: tuple[str, ...] = _OUTPUT, optional: bool = False, origin: str = "SPEC §5") -> Requirement:
+    @field_validator("moments")
+    @classmethod
+    def _known_moments(cls, moments: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [moment for moment in moments if moment not in MOMENTS]
+        if unknown:
+            raise ValueError(f"unknown moments {unknown}: use {', '.join(MOMENTS)}")
+        return moments
+
+    @computed_field(description="the fault kinds of its families")  # type: ignore[prop-decorator]
+    @property
+    def faults(self) -> tuple[str, ...]:
+        return tuple(kind for family in self.fault_families for kind in FAULT_FAMILIES[family])
+
+
+def _req(id: str, statement: str, procedure: str, pass_condition: str, runs: tuple[str, ...] = (),
+         families: tuple[str, ...] = (), checks: tuple[str, ...] = _OUTPUT, moments: tuple[str, ...] = (),
+         aim: str | None = None, optional: bool = False, origin: str = "SPEC §5") -> Requirement:
     kind = {prefix: kind for kind, prefix in _PREFIX.items()}[id.split("-")[0]]
     return Requirement(id=id, kind=kind, statement=statement, procedure=procedure, pass_condition=pass_condition,
-                       faults=faults, checks=checks, optional=optional, origin=origin)
+                       runs=runs, fault_families=families, moments=moments, aim=aim, checks=checks,
+                       optional=optional, origin=origin)
+
+
+#: Where a kill must land for a replayed commit to be exercised: inside the commit, right after it.
+_COMMIT_MOMENTS = ("commit_in_flight", "just_committed")
 
 
 _NO_LOSS_NO_DUPLICATE = "every acknowledged record delivered exactly once, none aborted or unknown, key order kept"
@@ -89,31 +144,34 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Kill the driver inside the offsets/commits window and at seeded random moments of the batch lifecycle "
          "(reading, after reading, writing), several times per run; restart from the checkpoint.",
          _NO_LOSS_NO_DUPLICATE + "; each kill struck in the moment it aimed at.",
-         faults=_DRIVER_KILLS, checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 000, seed 001"),
+         runs=("driver-kills",), families=("driver-kill",), moments=MOMENTS, aim="window",
+         checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 000, seed 001"),
     _req("SRC-2", "Records of one partition reach the query in offset order.",
          "Produce keyed records (each key in one partition) and read them through an order-keeping sink.",
          "No record of a key after a later one of the same key (per_key_order: no regression, no gap).",
-         checks=("per_key_order",)),
+         runs=("baseline", "driver-kills"), checks=("per_key_order",)),
     _req("SRC-3", "Partitions are assigned to reader tasks in a balanced and deterministic way.",
          "Read a topic with more partitions than tasks, twice with the same parallelism, and once after a "
          "restart.",
          "Every partition read by exactly one task per batch; task loads differ by at most one partition; the same "
-         "assignment for the same input.", checks=("assignment",), origin="SPEC §5; seed 000"),
+         "assignment for the same input.", runs=("baseline", "driver-kills"),
+         checks=("assignment",), origin="SPEC §5; seed 000"),
     _req("SRC-4", "Rescaling (restart with more or fewer reader tasks) loses and repeats nothing.",
          "Restart the query from its checkpoint with the parallelism raised, then lowered.",
          _NO_LOSS_NO_DUPLICATE + "; the new task count shows in the event log.",
-         faults=("rescale",), checks=_OUTPUT + ("assignment",), origin="SPEC §5; seed 001"),
+         runs=("rescale",), families=("rescale",), checks=_OUTPUT + ("assignment",), origin="SPEC §5; seed 001"),
     _req("SRC-5", "Partitions added while the query runs are discovered and read from their earliest offset.",
          "Add partitions to the input topic mid-run and produce into them.",
-         _NO_LOSS_NO_DUPLICATE + " (records of the new partitions included).", faults=("add_partitions",)),
+         _NO_LOSS_NO_DUPLICATE + " (records of the new partitions included).", runs=("rescale",),
+         families=("new-partitions",)),
     _req("SRC-6", "The source reads with read_committed: no record of an aborted transaction is ever emitted.",
          "Produce a workload in which a fraction of the transactions is aborted.",
          "No aborted record in the output (aborted_read), and every committed one delivered once.",
-         checks=("aborted_read", "lost", "duplicate")),
+         runs=("baseline",), checks=("aborted_read", "lost", "duplicate")),
     _req("SRC-7", "A bounded run (Trigger.AvailableNow) ends exactly at the end offsets taken when it started.",
          "Start an AvailableNow query on a loaded topic while more records are produced.",
          "The query stops by itself; its output is the records up to the start's end offsets, each once.",
-         checks=("lost", "duplicate", "end_offsets")),
+         runs=("bounded",), checks=("lost", "duplicate", "end_offsets")),
     _req("SRC-8", "The source survives every network toxic, a broker kill, restart and pause, and leader failover "
          "on a 3-broker cluster, without loss or duplicate.",
          "Apply each Toxiproxy toxic on the Kafka link, then kill, restart and pause the broker, while reading; on a "
@@ -121,49 +179,54 @@ CATALOGUE: tuple[Requirement, ...] = (
          "off from its peers, kill the active controller.",
          _NO_LOSS_NO_DUPLICATE + "; the query makes progress again after each fault; each failover fault is seen "
          "in metadata (leader moved, ISR shrank, a new controller), or the verdict is unknown.",
-         faults=_NETWORK + ("broker_kill", "broker_restart", "broker_pause", "node_kill", "node_isolate"),
+         runs=("network", "failover"), families=("network", "broker", "failover"),
          checks=_OUTPUT + ("progress",)),
     _req("SRC-9", "Admission control is respected: no micro-batch reads more than the configured limit.",
          "Read a backlog larger than several batches with the source's per-batch limit set.",
          "Every batch's offset range holds at most the limit, and the backlog is drained.",
-         checks=("admission", "lost", "duplicate")),
+         runs=("baseline", "bounded"), checks=("admission", "lost", "duplicate")),
     _req("SRC-10", "Idle reader tasks (more tasks than partitions) do not stall the query.",
          "Read a topic with fewer partitions than reader tasks, some of them empty.",
-         "Batches keep committing and every record is delivered.", checks=("progress", "lost")),
+         "Batches keep committing and every record is delivered.", runs=("rescale",), checks=("progress", "lost")),
     _req("SRC-11", "Event-time drift between partitions stays within the claimed bound.",
          "Produce one partition far ahead in event time of the others.",
          "Per batch, the spread of emitted event times between partitions stays within the claimed bound.",
-         checks=("event_time_drift",), optional=True),
+         runs=(), checks=("event_time_drift",), optional=True),
     # -- sinks (fed by a source) --------------------------------------------------------------------------
     _req("SNK-1", "Exactly once across a driver kill in the pre-commit / commit window.",
          "Kill the driver after tasks wrote and before Spark's commit, inside the sink's commit, between two of "
          "its commits, and at seeded random moments; restart from the checkpoint.",
          _NO_LOSS_NO_DUPLICATE + " (read as a user reads the output); each kill struck where it aimed.",
-         faults=_DRIVER_KILLS, checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 002"),
+         runs=("driver-kills",), families=("driver-kill",), moments=MOMENTS, aim="window",
+         checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 002"),
     _req("SNK-2", "The writes of a failed task attempt are rolled back: nothing of them is ever visible.",
-         "Fail a task attempt after it wrote (prepared or staged) and let Spark retry it.",
+         "Kill the Python workers of a steady batch's tasks at a task moment, then several times late in their "
+         "write, with the sink's answers slowed so a task's last step (prepare, stage) is done before it hears "
+         "of it; Spark retries each task.",
          "No record repeated or unexpected in the output, and nothing of the failed attempt left prepared.",
-         faults=_TASK_KILLS,
+         runs=("task-failures",), families=("task-kill",),
          checks=("duplicate", "unexpected", "lost", "leftovers")),
     _req("SNK-3", "A batch whose commit decision was recorded is committed at recovery.",
          "Kill the driver after the decision was recorded and before the participants committed.",
-         _NO_LOSS_NO_DUPLICATE + "; nothing left prepared.", faults=_DRIVER_KILLS,
+         _NO_LOSS_NO_DUPLICATE + "; nothing left prepared.", runs=("driver-kills",), families=("driver-kill",),
+         moments=_COMMIT_MOMENTS, aim="committing",
          checks=_OUTPUT + ("leftovers", "fault_reached"), origin="SPEC §5; seed 002"),
     _req("SNK-4", "A replayed commit of an already committed batch is a no-op.",
          "Kill the driver after the sink committed and before Spark wrote commits/N, so Spark replays the batch.",
-         "No record of the replayed batch written twice.", faults=_DRIVER_KILLS,
+         "No record of the replayed batch written twice.", runs=("driver-kills",), families=("driver-kill",),
+         moments=_COMMIT_MOMENTS, aim="committing",
          checks=("duplicate", "lost", "fault_reached")),
     _req("SNK-5", "Readers never see uncommitted data.",
          "Read the output continuously (read_committed / committed rows / committed files) during a run with "
          "driver kills and failed tasks.",
          "Nothing seen that is later rolled back: no unexpected or duplicated record at any time.",
-         faults=_DRIVER_KILLS + _TASK_KILLS,
+         runs=("driver-kills", "task-failures"), families=("driver-kill", "task-kill"),
          checks=("unexpected", "duplicate", "aborted_read")),
     _req("SNK-6", "Zombie task attempts are fenced.",
          "Freeze an executor (local-cluster) while it runs a task, past its heartbeat timeout: Spark reruns the task "
          "elsewhere and commits the batch; then thaw the frozen executor so its attempt goes on writing.",
          "The zombie's write is refused or never visible: no lost, duplicated or unexpected record, and nothing "
-         "left in the participant after the run.", faults=("task_zombie",),
+         "left in the participant after the run.", runs=("zombies",), families=("zombie",),
          checks=("fencing", "lost", "duplicate", "unexpected", "leftovers")),
     _req("SNK-7", "The sink survives network toxics, participant (broker / database) restarts and, for a Kafka "
          "sink, leader failover on a 3-broker cluster.",
@@ -172,49 +235,51 @@ CATALOGUE: tuple[Requirement, ...] = (
          "kill and isolation and the active controller's kill.",
          _NO_LOSS_NO_DUPLICATE + "; progress after each fault; each failover fault is seen in metadata, or the "
          "verdict is unknown.",
-         faults=_NETWORK + ("broker_kill", "broker_restart", "database_kill", "node_kill", "node_isolate"),
+         runs=("network", "failover"), families=("network", "broker", "database", "failover"),
          checks=_OUTPUT + ("progress",)),
     _req("SNK-8", "Rescale: a different task count after a restart keeps exactly once.",
          "Restart the query with more, then fewer writer tasks, with a batch pending at the restart.",
-         _NO_LOSS_NO_DUPLICATE + ".", faults=("rescale", "driver_kill_at")),
+         _NO_LOSS_NO_DUPLICATE + ".", runs=("rescale",), families=("rescale",)),
     # -- aggregators (between a source and an exactly-once sink) -------------------------------------------
     _req("AGG-1", "Per-key order is kept inside each batch and across batches.",
          "Aggregate keyed records into batches and read them back.",
          "Inside a batch each key's records are contiguous and in order; later batches continue each key's order.",
-         checks=("aggregator_batch", "per_key_order"), origin="SPEC §5; seed 004"),
+         runs=("baseline", "driver-kills"), checks=("aggregator_batch", "per_key_order"), origin="SPEC §5; seed 004"),
     _req("AGG-2", "A batch is flushed when it reaches the size limit, and never holds more.",
          "Produce more records per key group than the size limit.",
-         "Size-flushed batches hold exactly the limit; no batch holds more.", checks=("aggregator_batch",)),
+         "Size-flushed batches hold exactly the limit; no batch holds more.", runs=("baseline",),
+         checks=("aggregator_batch",)),
     _req("AGG-3", "A batch is flushed by time: no record waits longer than the limit plus a bounded slack.",
          "Produce fewer records than the size limit, then nothing.",
          "Every record is emitted, each batch within max_wait plus the slack after its oldest record arrived.",
-         checks=("aggregator_batch", "lost")),
+         runs=("baseline",), checks=("aggregator_batch", "lost")),
     _req("AGG-4", "Nothing is lost or duplicated when the driver dies at the checkpoint boundary.",
          "Kill the driver after the sink committed a batch's output and before Spark committed the batch (the "
          "barrier trap), and at seeded random moments while records are buffered.",
-         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", faults=_DRIVER_KILLS,
+         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", runs=("driver-kills",), families=("driver-kill",),
+         moments=MOMENTS, aim="committing",
          checks=_OUTPUT + ("aggregator_batch", "fault_reached"), origin="SPEC §5; seed 004"),
     _req("AGG-5", "Per-key order is kept across a rescale of the stateful query.",
          "Stop between batches, repartition the state offline, restart with other parallelism.",
-         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", faults=("rescale",),
+         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", runs=("rescale-under-load",), families=("rescale",),
          checks=_OUTPUT + ("aggregator_batch",), origin="SPEC §5; seed 004"),
     _req("AGG-6", "Records buffered before a restart are emitted after it without waiting for new input.",
          "Restart the query while groups hold buffered records, and produce nothing afterwards.",
          "Every buffered record is emitted within the time limit plus the restart, with no new input.",
-         faults=("rescale", "driver_kill"), checks=("lost", "aggregator_batch")),
+         runs=("rescale",), families=("rescale",), checks=("lost", "aggregator_batch")),
     # -- every connector ---------------------------------------------------------------------------------
     _req("GEN-1", "Metrics and progress are reported.",
          "Run a happy-path scenario and read Spark's progress events.",
          "Every batch reports its input rows and rates; the query's progress is visible while it runs.",
-         checks=("progress",)),
+         runs=("baseline",), checks=("progress",)),
     _req("GEN-2", "A bad option gets a clear error, before the query runs.",
          "Build the connector's query with each documented option set to a bad value, and with an unknown one.",
          "Each attempt fails fast with a ConfigurationError naming the option and giving a hint.",
-         checks=("option_errors",)),
+         runs=("options",), checks=("option_errors",)),
     _req("GEN-3", "The query stops cleanly.",
          "Ask a running query to stop.",
          "It stops within its bound with its last batch committed; nothing of the connector keeps running.",
-         checks=("clean_stop",)),
+         runs=("baseline",), checks=("clean_stop",)),
     # -- the Kafka cluster under the failover runs (seed 003) ------------------------------------------------
     _req("BRK-1", "With acks=all, replication factor 3 and min.insync.replicas 2, no record the cluster "
          "acknowledged is lost when a partition's leader is cut off from its peers and then killed.",
@@ -224,15 +289,35 @@ CATALOGUE: tuple[Requirement, ...] = (
          "ISR is whole again.",
          "Every acknowledged record is read back; the new leader and the ISR are seen in metadata, or the verdict "
          "is unknown. A failover run's failure of a connector counts only when this holds.",
-         faults=("node_isolate", "node_kill"), checks=("lost", "fault_reached"), origin="seed 003"),
+         runs=("acked-writes-safe",), families=("failover",), checks=("lost", "fault_reached"), origin="seed 003"),
     _req("BRK-2", "The harness sees seed 003's anomaly: with acks=1, min.insync.replicas 1 and unclean leader "
          "election, acknowledged records are lost across the same failover, and the checkers find them.",
          "As BRK-1, with the unsafe settings: the cut-off leader goes on acknowledging writes no other replica "
          "has, and throws them away when it rejoins as a follower.",
          "The lost check names acknowledged records that are missing (Jepsen's Kafka result, reproduced); the "
          "failover is seen in metadata, or the verdict is unknown.",
-         faults=("node_isolate", "node_kill"), checks=("loss_seen", "fault_reached"), origin="seed 003"),
+         runs=("acked-writes-unsafe",), families=("failover",),
+         checks=("loss_seen", "fault_reached"), origin="seed 003"),
 )
+
+
+#: Capabilities a declaration may claim besides requirement IDs, and, per connector kind, the requirements that back
+#: each: a declaration claiming one must claim all of them, and the certification says the capability holds only when
+#: every one of them passed.
+CAPABILITIES: dict[str, dict[str, tuple[str, ...]]] = {
+    "exactly-once": {"source": ("SRC-1", "SRC-4", "SRC-5", "SRC-6"),
+                     "sink": ("SNK-1", "SNK-2", "SNK-3", "SNK-4", "SNK-5", "SNK-6"),
+                     "aggregator": ("AGG-4", "AGG-5")},
+    "read_committed": {"source": ("SRC-6",), "sink": ("SNK-5",)},
+    "rescale": {"source": ("SRC-4",), "sink": ("SNK-8",), "aggregator": ("AGG-5", "AGG-6")},
+    "admission-control": {"source": ("SRC-9",)},
+    "event-time-alignment": {"source": ("SRC-11",)},
+}
+
+
+def capabilities(kind: str) -> dict[str, tuple[str, ...]]:
+    """The capabilities a connector of ``kind`` may claim, each with the requirements that back it."""
+    return {name: by_kind[kind] for name, by_kind in CAPABILITIES.items() if kind in by_kind}
 
 
 def requirements(kind: str | None = None) -> list[Requirement]:

@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamcert.conformance.catalogue import CATALOGUE, CLUSTER_SUBJECT, Requirement, ids_for, requirement
+from streamcert.conformance.catalogue import (CATALOGUE, CLUSTER_SUBJECT, Requirement, capabilities, ids_for,
+                                              requirement)
 from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.options_probe import cases_of, probe_options
 from streamcert.conformance.participants import probe_leftovers
 from streamcert.conformance.plans import PlannedRun, cluster_runs, plan
 from streamcert.conformance.results import CertificationResult, RunSummary
-from streamcert.conformance.verdicts import JudgedRun, Verdict, judge, skipped
+from streamcert.conformance.verdicts import JudgedRun, Verdict, capability_verdicts, judge, skipped
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
@@ -86,7 +87,8 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
     connectors = {}
     for reference in references:
         connector = load_connector(reference)
-        connector.check_declaration(ids_for(connector.kind), strict=strict)
+        connector.check_declaration(ids_for(connector.kind), strict=strict,
+                                    capabilities=capabilities(connector.kind))
         connectors[reference] = connector
     names = [connector.name for connector in connectors.values()]
     if len(set(names)) != len(names):
@@ -186,6 +188,7 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
         raise
     finally:
         result.verdicts = _verdicts(certification, judged)
+        result.capabilities = _capabilities(certification, result.verdicts)
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(out / "results.json")
         _render_reports(out)
@@ -301,6 +304,7 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
             error=(run_result.error or "").splitlines()[0] if run_result.error else None,
             coverage=_coverage(run_result)))
         result.verdicts = _verdicts(certification, judged)
+        result.capabilities = _capabilities(certification, result.verdicts)
         result.save(out / "results.json")
         if on_run:
             on_run("done", planned, run_result)
@@ -358,6 +362,10 @@ def _probe(run_result: RunResult, env: Any):
     endpoints = env.endpoints
     return probe_leftovers(run_result.output["kind"], run_result.output["name"], endpoints.bootstrap_servers,
                            endpoints.postgres_dsn, since=run_result.started_at)
+
+
+def _capabilities(certification: Certification, verdicts: list[Verdict]) -> dict[str, Any]:
+    return capability_verdicts({c.name: (c.kind, c.claims) for c in certification.connectors.values()}, verdicts)
 
 
 def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Verdict]:

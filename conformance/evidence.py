@@ -16,22 +16,16 @@ from typing import Any
 
 import pandas as pd
 
+from streamcert.conformance.catalogue import FAULT_FAMILIES, Requirement
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 
-__all__ = ["RunEvidence", "KILL_FAULTS", "AIMS", "NEEDED_MOMENTS", "kills_struck", "cells_reached",
+__all__ = ["RunEvidence", "KILL_FAULTS", "kills_struck", "cells_reached",
            "faults_happened", "progress", "admission", "clean_stop", "assignment", "end_offsets", "option_errors",
            "leftovers", "not_judged", "evidence_check", "read_driver_events"]
 
 #: The fault kinds that kill the driver.
-KILL_FAULTS = ("driver_kill", "driver_kill_random", "driver_kill_on_output", "driver_kill_at", MOMENT_KILL)
-#: The moment of the batch a requirement's kills must strike (:data:`streamcert.spi.connector.MOMENTS`), in runs
-#: whose kills are not timed by observed moments (schedules written before them, hand-made ones).
-AIMS = {"SRC-1": "window", "SNK-1": "window", "SNK-3": "committing", "SNK-4": "committing", "AGG-4": "committing"}
-#: The observed moments (:data:`streamcert.harness.run.query_status.MOMENTS`) whose planned cells a requirement
-#: needs reached: a replayed commit (SNK-3, SNK-4) is exercised by kills inside the commit and right after it.
-NEEDED_MOMENTS = {"SRC-1": None, "SNK-1": None, "AGG-4": None,
-                  "SNK-3": ("commit_in_flight", "just_committed"), "SNK-4": ("commit_in_flight", "just_committed")}
+KILL_FAULTS = FAULT_FAMILIES["driver-kill"]
 #: Seconds a query may take to stop once asked (GEN-3).
 STOP_BOUND_S = 30.0
 
@@ -442,11 +436,14 @@ _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
 }
 
 
-def evidence_check(name: str, evidence: RunEvidence, requirement: str, faults: tuple[str, ...]) -> CheckResult:
-    """The evidence check ``name`` for ``requirement`` (whose procedure uses fault kinds ``faults``) on one run."""
+def evidence_check(name: str, evidence: RunEvidence, requirement: Requirement) -> CheckResult:
+    """The evidence check ``name`` for ``requirement`` on one run. ``fault_reached`` asks what the requirement
+    says it needs: every planned cell of its ``moments`` in a run whose kills are timed by observed moments, a kill
+    at its ``aim`` in a run whose kills are not, else any of its faults happening."""
     if name == "fault_reached":
-        if requirement in NEEDED_MOMENTS and any(entry.get("fault") == MOMENT_KILL for entry in evidence.schedule):
-            return cells_reached(evidence, NEEDED_MOMENTS[requirement])
-        aim = AIMS.get(requirement)
-        return kills_struck(evidence, aim) if aim else faults_happened(evidence, faults)
+        if requirement.moments and any(entry.get("fault") == MOMENT_KILL for entry in evidence.schedule):
+            return cells_reached(evidence, requirement.moments)
+        if requirement.aim:
+            return kills_struck(evidence, requirement.aim)
+        return faults_happened(evidence, requirement.faults)
     return _EVIDENCE[name](evidence)

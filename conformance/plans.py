@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from streamcert.conformance.catalogue import ids_for
+from streamcert.conformance.catalogue import ids_for, requirements
 from streamcert.harness.faults.moments import TASK_MOMENTS
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.zombie import ZOMBIE_SPARK_CONF
@@ -51,7 +51,8 @@ _QUIET_NO_RESTART_S = 45.0
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One scenario of a certification: what it runs and which requirements its evidence decides."""
+    """One scenario of a certification: what it runs and which requirements its evidence decides (those whose
+    catalogue entry names the run: :attr:`~streamcert.conformance.catalogue.Requirement.runs`)."""
 
     connector: str
     name: str
@@ -83,6 +84,16 @@ def _failover(rng: random.Random) -> list[FaultSpec]:
     return _chain([("node_kill", "kafka", {"node": "leader"}, round(rng.uniform(4.0, 6.0), 3)),
                    ("node_isolate", "kafka", {"node": "leader"}, round(rng.uniform(8.0, 10.0), 3)),
                    ("node_kill", "kafka", {"node": "controller"}, round(rng.uniform(3.0, 5.0), 3))], gap_s=3.0)
+
+
+def _judges(kind: str, run: str) -> tuple[str, ...]:
+    """The requirements (of ``kind`` and the general ones) whose catalogue entry names ``run`` among its runs."""
+    return tuple(req.id for req in requirements(kind) if run in req.runs)
+
+
+def _planned(reference: str, connector: Connector, name: str, scenario: Scenario | None, **settings) -> PlannedRun:
+    """The run ``name`` of ``connector``'s plan, judging what the catalogue says it judges."""
+    return PlannedRun(reference, name, _judges(connector.kind, name), scenario, **settings)
 
 
 def _rng(seed: int, connector: Connector, scenario: str) -> random.Random:
@@ -191,12 +202,38 @@ def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec
     return _chain(slowed)
 
 
+#: Milliseconds of latency a task kill puts on the answers of the sink's link (its requests go at once): a task's
+#: last step (its prepare, its staging commit) is done on the server this long before the task hears of it.
+_TASK_SLOW_MS = (150, 250)
+#: How far into a steady batch's ``writing`` moment a task kill aimed at its last step strikes.
+_TASK_END = (0.6, 0.97)
+
+
+def _task_kills(rng: random.Random, quick: bool, link: str | None) -> list:
+    """Python workers killed in steady batches: one at a task moment drawn by the seed (the rows read, or being
+    written), then several late in the ``writing`` moment, aimed at the task's last step: a failed attempt leaves
+    behind only what a step that finished on the server did (two in the quick plan, three in the full one). Each
+    slows the sink's link's answers (:data:`_TASK_SLOW_MS`), which widens that last step to a whole latency."""
+    slow = {"slow_link": link, "slow_streams": "downstream"} if link else {}
+    early = [{"moment": rng.choice(TASK_MOMENTS), "fraction": 0.0}]
+    late = [{"moment": "writing", "fraction": round(rng.uniform(*_TASK_END), 3)} for _ in range(2 if quick else 3)]
+    return [("python_worker_kill_moment", "executor",
+             {**params, **slow, **({"latency_ms": rng.randrange(*_TASK_SLOW_MS)} if link else {})}, 0.0)
+            for params in early + late]
+
+
 def _kill_records(batch: int, kills: list) -> int:
     """Enough input for every kill to strike its batch and a few batches after the last one: a steady kill lets its
     attempt commit its first batch and three more before it strikes (a few more when a moment was missed), a first
     batch kill at most one."""
     steady = sum(1 for kill in kills if (kill[2] or {}).get("batch_class") == "steady")
     return batch * (6 * steady + 2 * (len(kills) - steady) + 6)
+
+
+def _task_kill_records(batch: int, fails: list) -> int:
+    """Three batches before a batch is steady, then per task kill the batch it learns its moment on (slowed), the
+    one it strikes, a spare, and a few batches after the last one."""
+    return batch * (3 + 3 * len(fails) + 4)
 
 
 #: Batches a zombie run commits before its first freeze: by then every executor has started its Python workers
@@ -223,25 +260,25 @@ def _toxics(rng: random.Random, link: str, count: int) -> list:
 def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
     runs = []
     rng = _rng(seed, connector, "baseline")
-    runs.append(PlannedRun(ref, "baseline", ("SRC-2", "SRC-3", "SRC-6", "SRC-9", "GEN-1", "GEN-3"), Scenario(
+    runs.append(_planned(ref, connector, "baseline", Scenario(
         name=f"{connector.name}-baseline", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "bounded")
-    runs.append(PlannedRun(ref, "bounded", ("SRC-7", "SRC-9"), Scenario(
+    runs.append(_planned(ref, connector, "bounded", Scenario(
         name=f"{connector.name}-bounded", source=ref, sink=SINK_PARTNER, parallelism=2, trigger="available_now",
         options={"max_records_per_batch": 300}, workload=_workload(rng, 2000), load_before_start=True,
         records_after_start=300, quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
     kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(None))
-    runs.append(PlannedRun(ref, "driver-kills", ("SRC-1", "SRC-2", "SRC-3"), Scenario(
+    runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
         schedule=_slowed(rng, "kafka", kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
     rng = _rng(seed, connector, "rescale")
-    runs.append(PlannedRun(ref, "rescale", ("SRC-4", "SRC-5", "SRC-10"), Scenario(
+    runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
         schedule=_chain([("rescale", "driver", {"parallelism": 5}, 0.0),
@@ -249,7 +286,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "network")
-    runs.append(PlannedRun(ref, "network", ("SRC-8",), Scenario(
+    runs.append(_planned(ref, connector, "network", Scenario(
         name=f"{connector.name}-network", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
         schedule=_chain(_toxics(rng, "kafka", 3) + [("broker_restart", "kafka", {}, 1.0),
@@ -257,7 +294,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
                                                     ("broker_kill", "kafka", {}, 2.0)], gap_s=2.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "failover")
-    runs.append(PlannedRun(ref, "failover", ("SRC-8",), Scenario(
+    runs.append(_planned(ref, connector, "failover", Scenario(
         name=f"{connector.name}-failover", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
         schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
@@ -274,30 +311,29 @@ def _sink_link(connector: Connector) -> str | None:
 def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
     runs = []
     rng = _rng(seed, connector, "baseline")
-    runs.append(PlannedRun(ref, "baseline", ("GEN-1", "GEN-3"), Scenario(
+    runs.append(_planned(ref, connector, "baseline", Scenario(
         name=f"{connector.name}-baseline", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
     kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(_sink_link(connector)))
-    runs.append(PlannedRun(ref, "driver-kills", ("SNK-1", "SNK-3", "SNK-4", "SNK-5"), Scenario(
+    runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
-    fails = [("python_worker_kill_moment", "executor", {"moment": moment, **_slow_params(rng, _sink_link(connector))},
-              0.0) for moment in rng.sample(TASK_MOMENTS, 1 if quick else 2)]
+    fails = _task_kills(rng, quick, _sink_link(connector))
     fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points if cooperative]
     # Every fault may strike the same task: Spark must allow more attempts than there are faults, or the query
     # itself gives up (that would be the plan's doing, not the sink's).
-    runs.append(PlannedRun(ref, "task-failures", ("SNK-2", "SNK-5"), Scenario(
+    runs.append(_planned(ref, connector, "task-failures", Scenario(
         name=f"{connector.name}-tasks", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master=f"local[2,{len(fails) + 2}]",
-        options={"max_records_per_batch": 100}, workload=_workload(rng, 2000),
+        options={"max_records_per_batch": 100}, workload=_workload(rng, _task_kill_records(100, fails)),
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "zombies")
     zombies = [("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)]
-    runs.append(PlannedRun(ref, "zombies", ("SNK-6",), Scenario(
+    runs.append(_planned(ref, connector, "zombies", Scenario(
         name=f"{connector.name}-zombies", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _zombie_records(60, zombies)),
@@ -309,20 +345,20 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     if link is not None:
         rng = _rng(seed, connector, "network")
         restart = ("broker_restart", "kafka", {}, 1.0) if link == "kafka" else ("database_kill", "postgres", {}, 2.0)
-        runs.append(PlannedRun(ref, "network", ("SNK-7",), Scenario(
+        runs.append(_planned(ref, connector, "network", Scenario(
             name=f"{connector.name}-network", source=SOURCE_PARTNER, sink=ref, parallelism=2,
             options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
             schedule=_chain(_toxics(rng, link, 3) + [restart], gap_s=2.0),
             faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if link == "kafka":
         rng = _rng(seed, connector, "failover")
-        runs.append(PlannedRun(ref, "failover", ("SNK-7",), Scenario(
+        runs.append(_planned(ref, connector, "failover", Scenario(
             name=f"{connector.name}-failover", source=SOURCE_PARTNER, sink=ref, parallelism=2,
             options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
             schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     rng = _rng(seed, connector, "rescale")
-    runs.append(PlannedRun(ref, "rescale", ("SNK-8",), Scenario(
+    runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
         schedule=_chain([("rescale", "driver", {"parallelism": 3}, 0.0),
@@ -359,13 +395,13 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool, coo
 
     runs = []
     rng = _rng(seed, connector, "baseline")
-    runs.append(PlannedRun(ref, "baseline", ("AGG-1", "AGG-2", "AGG-3", "GEN-1", "GEN-3"),
-                           _aggregator_scenario(ref, connector, "baseline", rng, quiet_timeout_s=_QUIET_NO_RESTART_S)))
+    runs.append(_planned(ref, connector, "baseline",
+                         _aggregator_scenario(ref, connector, "baseline", rng, quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
     points = {**load_connector(AGGREGATOR_SINK, "sink").kill_points, **connector.kill_points}
     points = {point: moment for point, moment in points.items() if moment == "committing"}
     kills = _kills(rng, quick, points, cooperative)
-    runs.append(PlannedRun(ref, "driver-kills", ("AGG-1", "AGG-4"), _aggregator_scenario(
+    runs.append(_planned(ref, connector, "driver-kills", _aggregator_scenario(
         ref, connector, "kills", rng, total=_kill_records(100, kills), options={"max_records_per_batch": 100},
         schedule=_slowed(rng, "kafka", kills), faults_after_output=1, flush_slack_s=_RESTART_FLUSH_SLACK_S)))
     if quick:
@@ -375,14 +411,14 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool, coo
     # Groups flush by size within seconds under this load, input goes on for half a minute after the query is
     # back (the stop, the state repartition and the restart take about a minute here), and a buffer's deadline
     # outlasts all that: a buffer the rescale left behind still waits when newer records of its keys flush.
-    runs.append(PlannedRun(ref, "rescale-under-load", ("AGG-5",), _aggregator_scenario(
+    runs.append(_planned(ref, connector, "rescale-under-load", _aggregator_scenario(
         ref, connector, "rescale-load", rng, total=1350, workload_rate=15.0,
         options={"max_batch_size": 25, "max_wait_ms": 90_000}, trigger="1 second",
         schedule=[FaultSpec("rescale", "driver", 0.0, 0.0, {"parallelism": 1, "state_partitions": 2})],
         faults_after_output=1, flush_slack_s=_RESTART_FLUSH_SLACK_S, quiet_timeout_s=240.0)))
     rng = _rng(seed, connector, "rescale")
     # groups still buffer records while the query is stopped; a stateful restart may show nothing for minutes
-    runs.append(PlannedRun(ref, "rescale", ("AGG-6",), _aggregator_scenario(
+    runs.append(_planned(ref, connector, "rescale", _aggregator_scenario(
         ref, connector, "rescale", rng, options={"max_wait_ms": 15_000}, trigger="2 seconds",
         schedule=[FaultSpec("rescale", "driver", 0.0, 0.0, {"parallelism": 1, "state_partitions": 2})],
         faults_after_output=1, flush_slack_s=_RESTART_FLUSH_SLACK_S, quiet_timeout_s=240.0)))
@@ -395,7 +431,7 @@ _PLANNERS: dict[str, Callable[[str, Connector, int, bool, bool], list[PlannedRun
 
 def _options_run(reference: str, connector: Connector, runs: list[PlannedRun]) -> PlannedRun:
     """GEN-2: the option probe, on the query of the connector's baseline scenario."""
-    return PlannedRun(reference, "options", ("GEN-2",), runs[0].scenario.model_copy(
+    return _planned(reference, connector, "options", runs[0].scenario.model_copy(
         update={"name": f"{connector.name}-options"}), probe="options")
 
 
@@ -433,8 +469,8 @@ def cluster_runs(seed: int, wanted: set[str] | None, failover_planned: bool) -> 
         rng = random.Random(f"{seed}:{CLUSTER_SUBJECT}:{name}")
         params = (("acks", acks), ("topic_config", tuple(sorted(config.items()))),
                   ("isolated_s", round(rng.uniform(5.0, 7.0), 3)))
-        runs.append(PlannedRun(CLUSTER_SUBJECT, name, (requirement,), None, probe="acked_writes", brokers=3,
-                               params=params))
+        runs.append(PlannedRun(CLUSTER_SUBJECT, name, _judges("broker", name), None, probe="acked_writes",
+                               brokers=3, params=params))
     return runs
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from streamcert.conformance.verdicts import Verdict
+from streamcert.conformance.verdicts import CapabilityVerdict, Verdict
 from streamcert.harness.results import ConnectorSummary
 from streamcert.harness.redaction import redact
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
@@ -72,6 +72,10 @@ class CertificationResult(BaseModel):
     connectors: list[str] = Field(default_factory=list, description="names of the connectors certified")
     declarations: dict[str, ConnectorSummary] = Field(default_factory=dict)
     verdicts: list[Verdict] = Field(default_factory=list)
+    capabilities: dict[str, dict[str, CapabilityVerdict]] = Field(
+        default_factory=dict, description="connector -> each capability it claims (exactly-once, rescale...): pass "
+                                          "when every requirement behind it passed, fail when one failed, unknown "
+                                          "otherwise")
     runs: list[RunSummary] = Field(default_factory=list)
     seed: int
     quick: bool = False

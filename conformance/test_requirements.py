@@ -20,7 +20,9 @@ def _docstring(req: Requirement) -> str:
             f"Purpose: {req.statement} ({req.origin})\n"
             f"Procedure: {req.procedure}\n"
             f"Pass condition: {req.pass_condition}\n"
-            f"Faults: {', '.join(req.faults) or 'none'}; decided by: {', '.join(req.checks)}.\n")
+            f"Runs: {', '.join(req.runs) or 'none yet'}; faults: {', '.join(req.fault_families) or 'none'}"
+            + (f" (kills reaching every planned cell of {', '.join(req.moments)})" if req.moments else "")
+            + f"; decided by: {', '.join(req.checks)}.\n")
 
 
 def _requirement_test(req: Requirement) -> Callable[..., None]:

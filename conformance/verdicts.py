@@ -7,9 +7,10 @@
   (the kill missed its moment, the fault never happened, the output stopped being read), or no run judged it.
 - ``pass``: every check that decides it was valid on every run that judges it.
 
-A requirement whose procedure uses faults is unknown unless those faults happened in the run (and, for the kills
-of :data:`~streamcert.conformance.evidence.AIMS`, struck their moment). Each verdict keeps its evidence: the runs,
-their seeds, the faults as they happened, the checks with their first violations, and the command that replays it.
+A requirement whose procedure uses faults is unknown unless those faults happened in the run (and, for the kills it
+aims, :attr:`~streamcert.conformance.catalogue.Requirement.moments` / ``aim``, struck where it needs them). Each
+verdict keeps its evidence: the runs, their seeds, the faults as they happened, the checks with their first
+violations, and the command that replays it.
 Called in the harness's process once the runs are done.
 """
 
@@ -27,7 +28,7 @@ from streamcert.conformance.plans import PlannedRun
 from streamcert.harness.results import RunResult
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
-__all__ = ["VERDICTS", "Verdict", "JudgedRun", "judge", "skipped"]
+__all__ = ["VERDICTS", "Verdict", "CapabilityVerdict", "JudgedRun", "judge", "skipped", "capability_verdicts"]
 
 VERDICTS = ("pass", "fail", "skip", "unknown")
 #: Violations kept per check in a verdict's evidence.
@@ -51,6 +52,36 @@ class Verdict(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict,
                                      description="runs (scenario, seed, folder, faults, checks) and the replay "
                                                  "command")
+
+
+class CapabilityVerdict(BaseModel):
+    """A capability a connector claims, judged by the requirements behind it (catalogue ``CAPABILITIES``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["pass", "fail", "unknown"]
+    requirements: dict[str, str] = Field(description="each requirement behind it -> its verdict (absent: not judged "
+                                                     "by this certification)")
+
+
+def capability_verdicts(claims: dict[str, tuple[str, Any]],
+                        verdicts: list[Verdict]) -> dict[str, dict[str, CapabilityVerdict]]:
+    """Connector -> capability -> verdict, for ``claims`` (connector name -> (kind, its claims)): pass when every
+    requirement behind the capability passed, fail when one failed, unknown otherwise (one not judged here: a
+    ``--requirements`` or ``--quick`` certification)."""
+    from streamcert.conformance.catalogue import capabilities
+
+    by_id = {(v.connector, v.requirement): v.verdict for v in verdicts}
+    out: dict[str, dict[str, CapabilityVerdict]] = {}
+    for name, (kind, claimed) in claims.items():
+        for capability, backing in capabilities(kind).items() if kind in ("source", "sink", "aggregator") else ():
+            if capability not in claimed:
+                continue
+            found = {req: by_id[(name, req)] for req in backing if (name, req) in by_id}
+            verdict = ("fail" if "fail" in found.values() else
+                       "pass" if len(found) == len(backing) and set(found.values()) == {"pass"} else "unknown")
+            out.setdefault(name, {})[capability] = CapabilityVerdict(verdict=verdict, requirements=found)
+    return out
 
 
 @dataclass
@@ -77,7 +108,7 @@ def _checks_of(requirement: Requirement, run: JudgedRun) -> list[CheckResult]:
     checks = []
     for name in requirement.checks:
         if name in EVIDENCE_CHECKS:
-            checks.append(evidence_check(name, run.evidence, requirement.id, requirement.faults))
+            checks.append(evidence_check(name, run.evidence, requirement))
         elif name in by_name:
             found = by_name[name]
             checks.append(CheckResult(name, found["valid"], found.get("counts", {}), found.get("violations", []),
@@ -85,7 +116,7 @@ def _checks_of(requirement: Requirement, run: JudgedRun) -> list[CheckResult]:
         else:
             checks.append(CheckResult(name, UNKNOWN, {}, [], f"the run has no {name} check"))
     if requirement.faults and "fault_reached" not in requirement.checks:
-        checks.append(evidence_check("fault_reached", run.evidence, requirement.id, requirement.faults))
+        checks.append(evidence_check("fault_reached", run.evidence, requirement))
     return checks
 
 

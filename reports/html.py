@@ -216,9 +216,25 @@ def _environment(cert: Certification) -> str:
     return f'<h2>Environment</h2><table class="kv">{body}</table>'
 
 
+def _capabilities(cert: Certification) -> str:
+    """Each capability a connector claims (exactly-once, rescale...), held when every requirement behind it passed."""
+    rows = []
+    for connector, claimed in (cert.results.get("capabilities") or {}).items():
+        for capability, judged in claimed.items():
+            kind = judged["verdict"]
+            behind = ", ".join(f"{req} {verdict}" for req, verdict in judged["requirements"].items()) or "none judged"
+            rows.append(f'<tr><td>{escape(connector)}</td><td>{escape(capability)}</td>'
+                        f'<td class="v {kind}">{_LABEL[kind]}</td><td class="muted">{escape(behind)}</td></tr>')
+    if not rows:
+        return ""
+    return ("<h2>Capabilities</h2><table><tr><th>connector</th><th>capability</th><th>verdict</th>"
+            "<th>requirements behind it</th></tr>" + "".join(rows) + "</table>")
+
+
 def report_html(cert: Certification) -> str:
     """The whole page as one string."""
-    body = "".join([_header(cert), _matrix(cert), _findings(cert), _runs(cert), _settled(cert), _environment(cert)])
+    body = "".join([_header(cert), _matrix(cert), _capabilities(cert),
+                    _findings(cert), _runs(cert), _settled(cert), _environment(cert)])
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>streamcert certification</title><style>{_CSS}</style></head><body><main>{body}</main>"

@@ -30,6 +30,11 @@ def summary_markdown(certification: Certification, problems_shown: int = 20) -> 
         mine = [v["verdict"] for v in certification.verdicts if v["connector"] == connector]
         lines.append(f"| {_cell(connector)} | " + " | ".join(str(mine.count(k)) for k in
                                                             ("pass", "fail", "unknown", "skip")) + " |")
+    held = [f"{_cell(connector)} {capability}: {judged['verdict']}"
+            for connector, claimed in (results.get("capabilities") or {}).items()
+            for capability, judged in claimed.items()]
+    if held:
+        lines += ["", "Capabilities (each holds when every requirement behind it passed): " + "; ".join(held) + "."]
     problems = [v for v in certification.verdicts if v["verdict"] in ("fail", "unknown")]
     if problems:
         lines += ["", "| connector | requirement | verdict | reason | replay |", "|---|---|---|---|---|"]

@@ -59,41 +59,51 @@ class MomentKillParams(FaultParams):
                                                              "latency toxic (both ways) from the first look at the "
                                                              "wanted batch until the kill")
     latency_ms: int = Field(0, ge=0, le=2000, description="the slowed link's latency each way (jitter: a fifth)")
+    slow_streams: Literal["both", "downstream"] = Field(
+        "both", description="which way the slowed link's latency applies: both, or only the answers (downstream): a "
+                            "request then reaches the server at once and its answer comes late, so what the server "
+                            "did (a prepare, a commit) is done while the client still waits for it")
     timeout_s: float = Field(240.0, gt=0, le=3600, allow_inf_nan=False,
                              description="seconds to look for the moment before giving up")
 
 
-#: driver -> (moment, in an attempt's first batch) -> lengths (s) of that moment in the batches the run's moment kills
-#: watched: how long a moment lasts is learnt while watching, so that ``fraction`` can aim inside it (a multi-step
-#: commit's later steps).
+#: driver -> (moment, in an attempt's first batch, how the link was slowed) -> lengths (s) of that moment in the
+#: batches the run's moment kills watched: how long a moment lasts is learnt while watching, so that ``fraction`` can
+#: aim inside it (a multi-step commit's later steps, a task's last round trip).
 _LENGTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _MomentClock:
     """When each (batch, moment) was first seen by the looks of one fault; the lengths of the moments that ended go
-    to :data:`_LENGTHS`, apart for an attempt's first batch (it starts Python workers: many times longer)."""
+    to :data:`_LENGTHS`, apart for an attempt's first batch (it starts Python workers: many times longer) and for
+    each way the link was slowed while the moment lasted (a slowed write takes many times longer)."""
 
     def __init__(self, driver: Any) -> None:
-        self.lengths: dict[tuple[str, bool], list[float]] = _LENGTHS.setdefault(driver, {})
-        self._open: dict[tuple[int, str], tuple[float, bool]] = {}
+        self.lengths: dict[tuple[str, bool, Any], list[float]] = _LENGTHS.setdefault(driver, {})
+        self._open: dict[tuple[int, str], tuple[float, bool, Any]] = {}
 
-    def saw(self, seen: Observation, now: float) -> None:
+    def saw(self, seen: Observation, now: float, slowed: Any = None) -> None:
+        """Record a look; ``slowed`` says how the link is slowed now (None: not at all)."""
         first = seen.batch_class in ("first", "replay_of_replay")
         current = {(seen.batch, moment) for moment in seen.moments}
         for key in [key for key in self._open if key not in current]:
-            began, was_first = self._open.pop(key)
-            self.lengths.setdefault((key[1], was_first), []).append(now - began)
+            began, was_first, was_slowed = self._open.pop(key)
+            if was_slowed == slowed:  # a moment the toxic came or went in lasted neither way
+                self.lengths.setdefault((key[1], was_first, slowed), []).append(now - began)
         for key in current:
-            self._open.setdefault(key, (now, first))
+            self._open.setdefault(key, (now, first, slowed))
 
     def since(self, batch: int, moment: str, now: float) -> float:
-        return now - self._open.get((batch, moment), (now, False))[0]
+        return now - self._open.get((batch, moment), (now, False, None))[0]
 
-    def aim(self, moment: str, batch_class: str, fraction: float) -> float:
-        """Seconds into ``moment`` to strike: ``fraction`` of its median length so far in batches of that kind (0
-        before any was seen)."""
-        known = self.lengths.get((moment, batch_class in ("first", "replay_of_replay")))
-        return fraction * statistics.median(known) if known and fraction else 0.0
+    def aim(self, moment: str, batch_class: str, fraction: float, slowed: Any = None) -> float | None:
+        """Seconds into ``moment`` to strike: ``fraction`` of its median length so far in batches of that kind with
+        the link slowed the same way; 0 for ``fraction`` 0; None while no such batch was seen (watch one first:
+        an aim taken from an unslowed batch would strike a slowed one early)."""
+        if not fraction:
+            return 0.0
+        known = self.lengths.get((moment, batch_class in ("first", "replay_of_replay"), slowed))
+        return fraction * statistics.median(known) if known else None
 
 
 class _Missed(Exception):
@@ -173,9 +183,15 @@ class DriverKillAtMoment(Fault):
             raise ConfigurationError(f"There is no Toxiproxy link to {params.slow_link} to slow in this stack.",
                                      hint="Moment kills that slow a link need the local or testcontainers provider.")
         toxic = {"latency": params.latency_ms, "jitter": params.latency_ms // 5}
-        names = [link.add_toxic("latency", stream=stream, **toxic) for stream in ("upstream", "downstream")]
+        streams = ("upstream", "downstream") if params.slow_streams == "both" else ("downstream",)
+        names = [link.add_toxic("latency", stream=stream, **toxic) for stream in streams]
         self._toxics = (link, names)
-        self._slowed = {"link": params.slow_link, **toxic, "at": time.time()}
+        self._slowed = {"link": params.slow_link, **toxic, "streams": params.slow_streams, "at": time.time()}
+
+    def _slowing(self) -> tuple[str, int, str] | None:
+        """How the link is slowed now (None: it is not): the key moment lengths are learnt under."""
+        params = self.params
+        return (params.slow_link, params.latency_ms, params.slow_streams) if self._toxics is not None else None
 
     def _unslow(self) -> None:
         if self._toxics is None:
@@ -207,12 +223,12 @@ class DriverKillAtMoment(Fault):
                 seen = self._look(status, attempt, start)
                 if seen is not None:
                     now = time.monotonic()
-                    clock.saw(seen, now)
                     if seen.batch_class == params.batch_class and seen.checkpoint.pending is not None:
                         self._slow()
+                    clock.saw(seen, now, self._slowing())
+                    aim = clock.aim(params.moment, params.batch_class, params.fraction, self._slowing())
                     if (seen.batch_class == params.batch_class and params.moment in seen.moments
-                            and clock.since(seen.batch, params.moment, now) >= clock.aim(
-                                params.moment, params.batch_class, params.fraction)):
+                            and aim is not None and clock.since(seen.batch, params.moment, now) >= aim):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:
                             return strike
@@ -354,10 +370,14 @@ class WorkerKillParams(MomentKillParams):
 
 @fault_kind("python_worker_kill_moment", targets=("executor",), params=WorkerKillParams)
 class PythonWorkerKillAtMoment(DriverKillAtMoment):
-    """SIGKILL a Python worker running one of the batch's tasks at an observed moment of a steady batch: the task
+    """SIGKILL the Python workers running the batch's tasks at an observed moment of a steady batch: each task
     attempt dies where the look found it (its rows read, staged, prepared or visible, but not reported), and Spark
     retries it (``local[N,F]``, ``F`` > 1). The driver is not touched: a kill lands when a busy worker was killed
-    while the checkpoint still showed the batch uncommitted. ``stop`` has nothing to heal."""
+    while the checkpoint still showed the batch uncommitted. ``stop`` has nothing to heal.
+
+    A task's last step is the one a failed attempt leaves behind (prepared, staged, written but not reported): with
+    the link slowed one way (``slow_streams="downstream"``) that step is done on the server a whole latency before
+    the task hears of it, and a ``fraction`` near 1 of the learnt ``writing`` moment strikes inside it."""
 
     kills_driver = False
 
@@ -369,9 +389,10 @@ class PythonWorkerKillAtMoment(DriverKillAtMoment):
         state = self.driver.checkpoint()
         if not busy or state.pending != seen.batch:
             return self._strike(seen, landed=False, frozen_ms=round(1000 * (time.monotonic() - looked), 1))
-        killed = sigkill(busy[0])
-        return self._strike(seen, landed=killed, frozen_ms=round(1000 * (time.monotonic() - looked), 1),
-                            pid=busy[0], busy_workers=len(busy))
+        # every busy worker: the task in its last step may be any of them (a reader, a writer, another task's)
+        killed = [pid for pid in busy if sigkill(pid)]
+        return self._strike(seen, landed=bool(killed), frozen_ms=round(1000 * (time.monotonic() - looked), 1),
+                            pids=killed, busy_workers=len(busy))
 
     def _position(self, why: str, deadline: float) -> dict[str, Any]:
         return {"attempt": self.driver.attempt, "batch": None, "moments": [], "batch_class": None, "landed": False,

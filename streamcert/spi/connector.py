@@ -144,9 +144,12 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
                 out[requirement] = "undeclared"
         return out
 
-    def check_declaration(self, requirements: Iterable[str] = (), *, strict: bool = True) -> None:
+    def check_declaration(self, requirements: Iterable[str] = (), *, strict: bool = True,
+                          capabilities: Mapping[str, Iterable[str]] | None = None) -> None:
         """Raise :class:`ConfigurationError` on a malformed declaration, and (``strict``) on any requirement of
-        ``requirements`` that is neither claimed nor given a reason."""
+        ``requirements`` that is neither claimed nor given a reason. ``capabilities`` (name -> the requirement IDs
+        that back it, for this kind), when given: a claim that is not a requirement ID must be one of them, and
+        claiming it means claiming each requirement behind it."""
         where = f"connector {self.name or type(self).__name__!r}"
         if self.kind not in KINDS:
             raise ConfigurationError(f"The {where} has kind {self.kind!r}.",
@@ -169,6 +172,8 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
                 f"The {where} declares {', '.join(unknown)}, which the catalogue has no such requirement of a "
                 f"{self.kind} for.", hint=f"A {self.kind} claims or waives: {', '.join(sorted(known))} "
                 "(`streamcert requirements --kind " + self.kind + "` lists them).")
+        if capabilities is not None:
+            self._check_capabilities(where, capabilities)
         empty = sorted(req for req, reason in self.unclaimed.items() if not str(reason).strip())
         if empty:
             raise ConfigurationError(f"The {where} waives {', '.join(empty)} without a reason.",
@@ -179,6 +184,23 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
                 raise ConfigurationError(
                     f"The {where} neither claims nor waives {', '.join(undeclared)}.",
                     hint="Add each to claims, or to unclaimed with the reason it does not apply.")
+
+
+    def _check_capabilities(self, where: str, capabilities: Mapping[str, Iterable[str]]) -> None:
+        claimed = sorted(str(claim) for claim in self.claims if not _REQUIREMENT_ID.fullmatch(str(claim)))
+        unknown = [claim for claim in claimed if claim not in capabilities]
+        if unknown:
+            raise ConfigurationError(
+                f"The {where} claims {', '.join(map(repr, unknown))}, which is neither a requirement ID nor a "
+                f"capability of a {self.kind}.", hint=f"A {self.kind} may claim the capabilities "
+                f"{', '.join(sorted(capabilities)) or '(none)'}; anything else it stands behind is a requirement ID.")
+        for claim in claimed:
+            missing = [req for req in capabilities[claim] if req not in self.claims]
+            if missing:
+                raise ConfigurationError(
+                    f"The {where} claims {claim!r} but not {', '.join(missing)}, which back it.",
+                    hint=f"Claim {', '.join(missing)} too, or drop {claim!r}: a capability is certified by its "
+                         "requirements.")
 
 
 class SourceConnector(Connector):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamcert.conformance.catalogue import requirement
 from streamcert.conformance.evidence import (RunEvidence, admission, assignment, clean_stop, end_offsets,
                                              evidence_check, faults_happened, fencing, kills_struck, leftovers,
                                              option_errors, progress)
@@ -66,8 +67,8 @@ def test_a_requirement_whose_fault_never_happened_or_failed_is_unknown():
 
 def test_fault_reached_picks_the_aim_of_the_requirement():
     evidence = _evidence([_kill("driver_kill", in_window=True)])
-    assert evidence_check("fault_reached", evidence, "SNK-1", ("driver_kill",)).valid is True
-    assert evidence_check("fault_reached", evidence, "SNK-4", ("driver_kill",)).valid == "unknown"
+    assert evidence_check("fault_reached", evidence, requirement("SNK-1")).valid is True
+    assert evidence_check("fault_reached", evidence, requirement("SNK-4")).valid == "unknown"
 
 
 def test_progress_is_valid_when_batches_report_rows_and_the_query_went_on_after_each_fault():
@@ -187,7 +188,7 @@ def test_end_offsets_are_unknown_when_the_run_produced_nothing_after_its_start()
 
 @pytest.mark.parametrize("name", ["fencing", "event_time_drift"])
 def test_checks_this_version_cannot_decide_are_unknown_never_pass(name):
-    assert evidence_check(name, _evidence(), "SRC-3", ()).valid == "unknown"
+    assert evidence_check(name, _evidence(), requirement("SRC-3")).valid == "unknown"
 
 
 def _case(name, value, refused, message, stage="build"):

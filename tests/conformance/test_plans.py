@@ -46,7 +46,9 @@ def test_a_sink_without_fault_points_is_killed_at_every_moment_of_first_and_stea
     assert [c for _m, c in cells].count("replay_of_replay") == 2
     assert "driver_kill_at" not in [spec.fault for spec in runs["driver-kills"].scenario.schedule]
     task_kills = [spec for spec in runs["task-failures"].scenario.schedule if spec.fault == "python_worker_kill_moment"]
-    assert len(task_kills) == 2 and len({spec.params["moment"] for spec in task_kills}) == 2
+    # one at a drawn task moment, three late in the writing moment (a task's last step), the sink's answers slowed
+    assert len(task_kills) == 4 and [spec.params["moment"] for spec in task_kills][1:] == ["writing"] * 3
+    assert all(0.6 <= spec.params["fraction"] < 0.97 for spec in task_kills[1:])
     fractions = {spec.params["fraction"] for spec in runs["driver-kills"].scenario.schedule
                  if spec.fault == "driver_kill_moment"}
     assert len(fractions) >= 5  # spread inside the moments, not one instant

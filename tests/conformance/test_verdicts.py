@@ -9,7 +9,7 @@ from pathlib import Path
 from streamcert.conformance.catalogue import requirement
 from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.plans import PlannedRun
-from streamcert.conformance.verdicts import JudgedRun, judge, skipped
+from streamcert.conformance.verdicts import JudgedRun, Verdict, judge, skipped
 from streamcert.harness.results import RunResult
 from streamcert.harness.scenario import Scenario
 from streamcert.spi.connector import SinkConnector
@@ -114,3 +114,22 @@ def test_faults_skipped_beside_faults_that_happened_are_named_in_the_verdict():
     checks = [_check(n) for n in OUTPUT] + [_check("progress")]
     verdict = judge(_Sink(), requirement("SNK-7"), [_run(checks, history, name="network")])
     assert verdict.verdict != "skip" and "(skipped here: broker_restart:" in verdict.reason
+
+
+def test_a_claimed_capability_holds_only_when_every_requirement_behind_it_passed():
+    from streamcert.conformance.verdicts import capability_verdicts
+
+    def verdict(req, kind):
+        return Verdict(connector="s", requirement=req, verdict=kind, reason="r")
+
+    passed = [verdict(f"SNK-{n}", "pass") for n in range(1, 9)]
+    claims = {"s": ("sink", frozenset({"exactly-once", "rescale", "SNK-1"}))}
+    held = capability_verdicts(claims, passed)["s"]
+    assert held["exactly-once"].verdict == "pass" and held["rescale"].verdict == "pass"
+    assert set(held["exactly-once"].requirements) == {f"SNK-{n}" for n in range(1, 7)}
+    broken = capability_verdicts(claims, [v if v.requirement != "SNK-2" else verdict("SNK-2", "fail")
+                                          for v in passed])["s"]
+    assert broken["exactly-once"].verdict == "fail" and broken["rescale"].verdict == "pass"
+    quick = capability_verdicts(claims, passed[:5])["s"]  # SNK-6 not judged: the capability is not shown to hold
+    assert quick["exactly-once"].verdict == "unknown" and "SNK-6" not in quick["exactly-once"].requirements
+    assert "read_committed" not in held  # not claimed

@@ -88,4 +88,5 @@ def test_a_python_worker_is_killed_while_it_runs_a_task_of_a_steady_batch_and_sp
     [event] = history.events("fault-start")
     assert event["reached"] is True, event
     [strike] = [s for s in event["strikes"] if s["landed"]]
-    assert struck_in in strike["moments"] and strike["batch_class"] == "steady" and strike["pid"] > 0
+    assert struck_in in strike["moments"] and strike["batch_class"] == "steady"
+    assert strike["pids"] and min(strike["pids"]) > 0

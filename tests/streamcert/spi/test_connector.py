@@ -107,3 +107,32 @@ def test_a_claim_or_waiver_of_a_requirement_the_catalogue_does_not_have_for_the_
 
     with pytest.raises(ConfigurationError, match="SRC-1"):
         _OtherKind().check_declaration(["SNK-1", "SNK-2"], strict=False)
+
+
+def test_a_capability_claim_is_read_unknown_ones_are_refused_and_each_stands_on_its_requirements():
+    from streamcert.conformance.catalogue import capabilities
+
+    class _Capable(SinkConnector):
+        name = "capable-sink"
+        claims = frozenset({f"SNK-{n}" for n in range(1, 9)} | {"exactly-once", "rescale"})
+
+        def write(self, frame, context):
+            raise NotImplementedError
+
+    sink_ids, sink_capabilities = REQUIREMENTS["sink"], capabilities("sink")
+    _Capable().check_declaration(sink_ids, strict=False, capabilities=sink_capabilities)
+
+    class _Misspelt(_Capable):
+        claims = _Capable.claims | {"exactly_once"}
+
+    with pytest.raises(ConfigurationError, match="'exactly_once'") as caught:
+        _Misspelt().check_declaration(sink_ids, strict=False, capabilities=sink_capabilities)
+    assert "exactly-once" in caught.value.hint
+
+    class _Hollow(_Capable):  # exactly once, but waives the task-failure requirement that backs it
+        claims = _Capable.claims - {"SNK-2"}
+        unclaimed = {"SNK-2": "tasks never fail"}
+
+    with pytest.raises(ConfigurationError, match="'exactly-once' but not SNK-2"):
+        _Hollow().check_declaration(sink_ids, strict=False, capabilities=sink_capabilities)
+    _Hollow().check_declaration(sink_ids, strict=False)  # without the catalogue's capabilities: not checked (SPI alone)
