@@ -186,10 +186,13 @@ def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResul
     unseen = [{"fault": event.get("fault"), "node": event.get("node"), "after": event.get("after")}
               for event in started if event.get("reached") is False and str(event.get("fault")).startswith("node_")]
     # a task kill timed by a moment that never landed in it killed no task: the run did not fail an attempt there
+    # (one that watched its batches and found its moment absent, output shown by tasks, says so, and is no miss)
     unseen += [{"fault": event.get("fault"), "moment": event.get("moment"), "strikes": len(event.get("strikes", []))}
-               for event in started if event.get("reached") is False and str(event.get("fault")).endswith("_moment")]
+               for event in started if event.get("reached") is False and str(event.get("fault")).endswith("_moment")
+               and not event.get("absent")]
+    landed = [event for event in started if not event.get("absent")]
     counts = {"started": len(started), "errors": len(errors), "unseen": len(unseen)}
-    if started and not errors and not unseen:
+    if landed and not errors and not unseen:
         return _result("fault_reached", True, counts, [])
     reason = (f"{len(errors)} fault(s) failed: the run did not exercise all it was meant to" if errors else
               f"{len(unseen)} fault(s) struck but their effect (a new leader, a shrunk ISR, a new controller) was "

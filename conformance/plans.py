@@ -210,12 +210,15 @@ _TASK_END = (0.6, 0.97)
 
 
 def _task_kills(rng: random.Random, quick: bool, link: str | None) -> list:
-    """Python workers killed in steady batches: one at a task moment drawn by the seed (the rows read, or being
-    written), then several late in the ``writing`` moment, aimed at the task's last step: a failed attempt leaves
-    behind only what a step that finished on the server did (two in the quick plan, three in the full one). Each
-    slows the sink's link's answers (:data:`_TASK_SLOW_MS`), which widens that last step to a whole latency."""
+    """Python workers killed in steady batches: one when the output grows while the batch's tasks run (a sink whose
+    tasks make rows visible; a correct one never shows that moment, and the kill says it was absent), one at a task
+    moment drawn by the seed (the rows read, or being written), then several late in the ``writing`` moment, aimed at
+    the task's last step: a failed attempt leaves behind only what a step that finished on the server did (two in the
+    quick plan, three in the full one). Each slows the sink's link's answers (:data:`_TASK_SLOW_MS`), which widens
+    that step to a whole latency."""
     slow = {"slow_link": link, "slow_streams": "downstream"} if link else {}
-    early = [{"moment": rng.choice(TASK_MOMENTS), "fraction": 0.0}]
+    early = [{"moment": "output_visible", "fraction": 0.0, "tries": 4},
+             {"moment": rng.choice([m for m in TASK_MOMENTS if m != "output_visible"]), "fraction": 0.0}]
     late = [{"moment": "writing", "fraction": round(rng.uniform(*_TASK_END), 3)} for _ in range(2 if quick else 3)]
     return [("python_worker_kill_moment", "executor",
              {**params, **slow, **({"latency_ms": rng.randrange(*_TASK_SLOW_MS)} if link else {})}, 0.0)

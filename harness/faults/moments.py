@@ -81,14 +81,19 @@ class _MomentClock:
     def __init__(self, driver: Any) -> None:
         self.lengths: dict[tuple[str, bool, Any], list[float]] = _LENGTHS.setdefault(driver, {})
         self._open: dict[tuple[int, str], tuple[float, bool, Any]] = {}
+        #: moments already under way at this clock's first look: their start was not seen, their length is not learnt
+        self._partial: set[tuple[int, str]] | None = None
 
     def saw(self, seen: Observation, now: float, slowed: Any = None) -> None:
         """Record a look; ``slowed`` says how the link is slowed now (None: not at all)."""
         first = seen.batch_class in ("first", "replay_of_replay")
         current = {(seen.batch, moment) for moment in seen.moments}
+        if self._partial is None:
+            self._partial = set(current)
         for key in [key for key in self._open if key not in current]:
             began, was_first, was_slowed = self._open.pop(key)
-            if was_slowed == slowed:  # a moment the toxic came or went in lasted neither way
+            # a moment the toxic came or went in lasted neither way; one whose start was not seen, less than it did
+            if was_slowed == slowed and key not in self._partial:
                 self.lengths.setdefault((key[1], was_first, slowed), []).append(now - began)
         for key in current:
             self._open.setdefault(key, (now, first, slowed))
@@ -142,6 +147,7 @@ class DriverKillAtMoment(Fault):
         deadline = time.monotonic() + params.timeout_s
         strikes: list[dict[str, Any]] = []
         self._let_go = 0
+        self._watched = 0  # batches of the wanted class seen through
         try:
             for _ in range(params.tries + 1):
                 try:
@@ -155,10 +161,15 @@ class DriverKillAtMoment(Fault):
         finally:
             self._unslow()
         reached = any(strike["landed"] and strike["wanted"] for strike in strikes)
+        # output seen while the tasks ran is the connector's doing: a correct sink never shows it (its tasks stage or
+        # prepare); a task kill that watched its batches and never saw it found the moment absent, not missed
+        absent = (not self.kills_driver and params.moment == "output_visible" and not strikes
+                  and self._watched > params.tries)
         if self.kills_driver and driver.is_running():  # nothing struck in time: kill anyway, stop() restarts
             strikes.append(self._kill_now("gave up: killed where the query was"))
         final = driver.checkpoint()
         return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": reached,
+                **({"absent": True} if absent else {}),
                 "strikes": strikes, "let_go": self._let_go, "slowed": self._slowed,
                 "in_window": reached and params.moment != "just_committed",
                 "pending_batch": final.pending, "latest_commit": final.latest_commit}
@@ -235,6 +246,7 @@ class DriverKillAtMoment(Fault):
                         self._let_go += 1  # the checkpoint moved on between the look and the freeze
                     if seen.batch_class == params.batch_class:
                         passed.add(seen.batch)
+                        self._watched = max(self._watched, len(passed))
                     if self._hopeless(seen, passed):
                         return None
                 time.sleep(_LOOK_INTERVAL_S)

@@ -65,6 +65,16 @@ def test_a_requirement_whose_fault_never_happened_or_failed_is_unknown():
     assert faults_happened(_evidence([_kill("rescale")]), ("rescale",)).valid is True
 
 
+def test_a_task_kill_that_found_its_moment_absent_is_no_miss_but_one_that_missed_it_is():
+    kinds = ("python_worker_kill_moment",)
+    landed = _kill("python_worker_kill_moment", moment="writing", reached=True)
+    absent = _kill("python_worker_kill_moment", moment="output_visible", reached=False, absent=True)
+    missed = _kill("python_worker_kill_moment", moment="writing", reached=False)
+    assert faults_happened(_evidence([absent, landed]), kinds).valid is True
+    assert faults_happened(_evidence([absent]), kinds).valid == "unknown"  # no task failed at all
+    assert faults_happened(_evidence([landed, missed]), kinds).valid == "unknown"
+
+
 def test_fault_reached_picks_the_aim_of_the_requirement():
     evidence = _evidence([_kill("driver_kill", in_window=True)])
     assert evidence_check("fault_reached", evidence, requirement("SNK-1")).valid is True
