@@ -60,8 +60,8 @@ _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
 FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "driver-kill": ("driver_kill_moment", "driver_kill_at", "driver_kill", "driver_kill_random",
                     "driver_kill_on_output"),
-    "task-kill": ("python_worker_kill_moment", "task_fail_at", "python_worker_kill", "task_exception",
-                  "executor_kill"),
+    "task-kill": ("python_worker_kill_moment", "executor_kill_moment", "task_fail_at", "python_worker_kill",
+                  "task_exception", "executor_kill"),
     "network": ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down"),
     "broker": ("broker_kill", "broker_restart", "broker_pause"),
     "database": ("database_kill",),
@@ -202,9 +202,9 @@ CATALOGUE: tuple[Requirement, ...] = (
     _req("SNK-2", "The writes of a failed task attempt are rolled back: nothing of them is ever visible.",
          "Kill the Python workers of a steady batch's tasks at a task moment, then several times late in their "
          "write, with the sink's answers slowed so a task's last step (prepare, stage) is done before it hears "
-         "of it; Spark retries each task.",
+         "of it; Spark retries each task. On a local cluster, kill an executor JVM late in a task's write too.",
          "No record repeated or unexpected in the output, and nothing of the failed attempt left prepared.",
-         runs=("task-failures",), families=("task-kill",),
+         runs=("task-failures", "zombies"), families=("task-kill",),
          checks=("duplicate", "unexpected", "lost", "leftovers")),
     _req("SNK-3", "A batch whose commit decision was recorded is committed at recovery.",
          "Kill the driver after the decision was recorded and before the participants committed.",

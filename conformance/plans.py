@@ -239,6 +239,9 @@ def _task_kill_records(batch: int, fails: list) -> int:
     return batch * (3 + 3 * len(fails) + 4)
 
 
+#: Batches an executor kill spends: the one it learns its moment on, the one it strikes, the replacement executor's
+#: start-up, a spare.
+_EXECUTOR_KILL_BATCHES = 5
 #: Batches a zombie run commits before its first freeze: by then every executor has started its Python workers
 #: (the first batches on a cold executor take seconds; a freeze then caught start-up, not a task's write).
 _ZOMBIE_WARM_BATCHES = 3
@@ -336,11 +339,17 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "zombies")
     zombies = [("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)]
+    # and an executor JVM killed late in a task's write: its attempt dies with its process (the run has executors)
+    executor_kill = ("executor_kill_moment", "executor", {
+        "moment": "writing", "fraction": round(rng.uniform(*_TASK_END), 3),
+        **({"slow_link": _sink_link(connector), "slow_streams": "downstream",
+            "latency_ms": rng.randrange(*_TASK_SLOW_MS)} if _sink_link(connector) else {})}, 0.0)
     runs.append(_planned(ref, connector, "zombies", Scenario(
         name=f"{connector.name}-zombies", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, _zombie_records(60, zombies)),
-        schedule=_chain(zombies, gap_s=1.0),
+        options={"max_records_per_batch": 60},
+        workload=_workload(rng, _zombie_records(60, zombies) + 60 * _EXECUTOR_KILL_BATCHES),
+        schedule=_chain([*zombies, executor_kill], gap_s=1.0),
         faults_after_output=60 * _ZOMBIE_WARM_BATCHES, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs

@@ -41,7 +41,8 @@ from streamcert.harness.run.checkpoint import CheckpointState
 from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, WRITING_MOMENTS,
                                                  Observation, SparkStatus, batch_class, moments_of, replay_depth)
 
-__all__ = ["MomentKillParams", "DriverKillAtMoment", "TASK_MOMENTS", "WorkerKillParams", "PythonWorkerKillAtMoment"]
+__all__ = ["MomentKillParams", "DriverKillAtMoment", "TASK_MOMENTS", "WorkerKillParams", "PythonWorkerKillAtMoment",
+           "ExecutorKillAtMoment"]
 
 #: Seconds between two looks at the query (each look is one or two requests to the status API: ~15 ms here).
 _LOOK_INTERVAL_S = 0.005
@@ -417,3 +418,35 @@ class PythonWorkerKillAtMoment(DriverKillAtMoment):
     def _heal(self) -> dict[str, Any]:
         self._unslow()
         return {}
+
+
+@fault_kind("executor_kill_moment", targets=("executor",), params=WorkerKillParams)
+class ExecutorKillAtMoment(PythonWorkerKillAtMoment):
+    """SIGKILL the executor JVM (``local-cluster`` or a cluster on this machine) whose Python workers run one of a
+    steady batch's tasks, at an observed task moment: the attempts it ran die with it, their writes done but not
+    reported, its workers orphaned; Spark's standalone master launches a replacement and the tasks are retried on
+    another executor. The driver is not touched; a kill lands when an executor running a Python task was killed
+    while the checkpoint still showed the batch uncommitted."""
+
+    def _inject(self) -> dict[str, Any]:
+        master = str(getattr(self.driver.spec, "master", "") or "")
+        if master.startswith("local["):
+            raise ConfigurationError(f"An executor_kill_moment kills an executor JVM, and master {master} runs tasks "
+                                     "inside the driver.", hint="Run it on local-cluster[W,C,MB] (e.g. "
+                                     "local-cluster[2,1,1024]) or a cluster whose executors run on this machine.")
+        return super()._inject()
+
+    def _freeze_and_decide(self, seen: Observation) -> dict[str, Any]:
+        from streamcert.harness.faults.executor import busy_workers_by_executor, executor_jvms, executor_order, sigkill
+
+        looked = time.monotonic()
+        running = busy_workers_by_executor(self.driver)
+        executors = executor_jvms(self.driver)
+        state = self.driver.checkpoint()
+        victims = [eid for eid in sorted(running, key=executor_order) if eid in executors]
+        if not victims or state.pending != seen.batch:
+            return self._strike(seen, landed=False, frozen_ms=round(1000 * (time.monotonic() - looked), 1))
+        victim = victims[0]
+        killed = sigkill(executors[victim])
+        return self._strike(seen, landed=killed, frozen_ms=round(1000 * (time.monotonic() - looked), 1),
+                            executor_id=victim, pid=executors[victim], busy_workers=len(running[victim]))

@@ -90,3 +90,33 @@ def test_a_python_worker_is_killed_while_it_runs_a_task_of_a_steady_batch_and_sp
     [strike] = [s for s in event["strikes"] if s["landed"]]
     assert struck_in in strike["moments"] and strike["batch_class"] == "steady"
     assert strike["pids"] and min(strike["pids"]) > 0
+
+
+def test_an_executor_kill_at_a_moment_refuses_a_master_whose_tasks_run_in_the_driver(tmp_path):
+    spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "checkpoint"), {}, master="local[2]")
+    context = FaultContext(driver=DriverProcess(spec, tmp_path / "driver"), history=History(), workdir=tmp_path)
+    fault = build_fault(FaultSpec("executor_kill_moment", "executor", 0, 0, {"moment": "writing"}), context)
+    with pytest.raises(ConfigurationError, match="local-cluster"):
+        fault._inject()
+
+
+@pytest.mark.integration
+def test_an_executor_running_a_task_of_a_steady_batch_is_killed_and_spark_retries_the_task_elsewhere(tmp_path):
+    spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "checkpoint"),
+                     {"rows": 100_000, "rows_per_batch": 5, "read_delay_ms": 400, "path": str(tmp_path / "out")},
+                     master="local-cluster[2,1,1024]", spark_conf=dict(STATUS_SPARK_CONF))
+    history = History()
+    with DriverProcess(spec, tmp_path / "driver") as driver:
+        driver.start()
+        context = FaultContext(driver=driver, history=history, workdir=tmp_path / "faults")
+        fault = build_fault(FaultSpec("executor_kill_moment", "executor", 0, 0,
+                                      {"moment": "writing", "fraction": 0.5, "timeout_s": 240.0}), context)
+        fault.start()
+        driver.wait_for_batches(len([e for e in driver.events() if e["event"] == "progress"]) + 2, timeout=180)
+        assert driver.is_running()  # an executor died, not the query
+        fault.stop()
+    [event] = history.events("fault-start")
+    assert event["reached"] is True, event
+    [strike] = [s for s in event["strikes"] if s["landed"]]
+    assert "writing" in strike["moments"] and strike["batch_class"] == "steady"
+    assert strike["executor_id"] and strike["pid"] > 0 and strike["busy_workers"] >= 1
