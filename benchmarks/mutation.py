@@ -1,6 +1,6 @@
-"""Benchmark: the mutation score. Every project mutant certified on the plan of the requirements it is judged on,
-with the connectors' own fault points left out (``cooperative=False``), over several seeds; the detection rate is
-a measured figure (SPEC §8, §9: >= 95 % over 5 seeds), not a test that forces a fault.
+"""Benchmark: the mutation score. Every project mutant certified on the whole (full, not ``--quick``) plan of the
+requirements it is judged on, with the connectors' own fault points left out (``cooperative=False``), over several
+seeds; the detection rate is a measured figure (SPEC §8, §9: >= 95 % over 5 seeds), not a test that forces a fault.
 
     python -m streamcert.benchmarks.mutation --seeds 1-5 --out results/bench/mutants.json
     python -m streamcert.benchmarks.mutation --mutants source_resumes_from_group --seeds 1 --out /tmp/m.json
@@ -167,7 +167,7 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
     from streamcert.conformance.certify import certify, prepare
 
     report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": "mutation-score", "complete": False,
-                              "seeds": seeds, "cooperative": False, "started_at": time.time(),
+                              "seeds": seeds, "cooperative": False, "plan": "full", "started_at": time.time(),
                               "machine": machine_info(), "pairs": _earlier_pairs(out) if resume else []}
     done = {(pair["mutant"], pair["seed"]) for pair in report["pairs"]}
     folder = out.parent / out.stem
@@ -178,7 +178,7 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
             run_folder = folder / _short(mutant.reference) / f"seed-{seed}"
             if run_folder.exists():  # a pair interrupted half way: measured again from the start
                 shutil.rmtree(run_folder)
-            certification = prepare([mutant.reference], mutant.requirements, seed=seed, quick=mutant.quick,
+            certification = prepare([mutant.reference], mutant.requirements, seed=seed, quick=False,
                                     cooperative=False)
             began = time.monotonic()
             result = certify(certification, run_folder, environment=environment)

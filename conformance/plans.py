@@ -152,12 +152,16 @@ def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = MO
                    and cells[i + 1][0] in _BEFORE_COMMIT and cells[i + 1][1] == "first"
                    and (i + 2 >= len(cells) or cells[i + 2][1] != "replay_of_replay")), len(cells))
         cells.insert(at, (rng.choice(moments), "replay_of_replay"))
-    # a steady kill strikes a seeded fraction into its moment (a missed one tries the next batch); a first batch
-    # is one chance per attempt (a miss costs a restart): it strikes as soon as the moment shows
+    # each kill strikes a seeded fraction into its moment (a steady one that missed tries the next batch); a first
+    # batch is one chance per attempt (a miss costs a restart): it aims less deep, at a length learnt on the run's
+    # steady batches when its own class has none yet
     return [("driver_kill_moment", "driver", {"moment": moment, "batch_class": batch_class,
-                                              "fraction": round(rng.uniform(0.0, 0.9), 3)
-                                              if batch_class == "steady" else 0.0}, 0.0)
+                                              "fraction": round(rng.uniform(*_FRACTIONS[batch_class]), 3)}, 0.0)
             for moment, batch_class in cells]
+
+
+#: How deep into its moment a kill of each class of batch strikes, as a fraction of the moment's learnt length.
+_FRACTIONS = {"steady": (0.0, 0.9), "first": (0.0, 0.6), "replay_of_replay": (0.0, 0.6)}
 
 
 def _point_kills(rng: random.Random, kill_points: dict[str, str], every_point: bool) -> list:
@@ -185,19 +189,17 @@ _SLOW_LINK_MS = (50, 100)
 _SLOWED_MOMENTS = (*WRITING_MOMENTS, "output_visible")
 
 
-def _slow_params(rng: random.Random, link: str | None) -> dict:
-    return {"slow_link": link, "latency_ms": rng.randrange(*_SLOW_LINK_MS)} if link else {}
-
-
 def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec]:
-    """The kill chain; each kill aimed inside a write or a commit (:data:`_SLOWED_MOMENTS`) slows ``link`` by a
-    seeded latency while it watches its batch."""
+    """The kill chain; each kill aimed inside a write or a commit (:data:`_SLOWED_MOMENTS`) slows ``link`` while it
+    watches its batch, by one seeded latency for the whole run: a moment's length learnt under it by one kill aims
+    the next ones."""
     if link is None:
         return _chain(kills)
+    slow = {"slow_link": link, "latency_ms": rng.randrange(*_SLOW_LINK_MS)}
     slowed = []
     for fault, target, params, duration in kills:
         if fault == "driver_kill_moment" and params["moment"] in _SLOWED_MOMENTS:
-            params = {**params, **_slow_params(rng, link)}
+            params = {**params, **slow}
         slowed.append((fault, target, params, duration))
     return _chain(slowed)
 
@@ -216,13 +218,12 @@ def _task_kills(rng: random.Random, quick: bool, link: str | None) -> list:
     the task's last step: a failed attempt leaves behind only what a step that finished on the server did (two in the
     quick plan, three in the full one). Each slows the sink's link's answers (:data:`_TASK_SLOW_MS`), which widens
     that step to a whole latency."""
-    slow = {"slow_link": link, "slow_streams": "downstream"} if link else {}
+    slow = ({"slow_link": link, "slow_streams": "downstream", "latency_ms": rng.randrange(*_TASK_SLOW_MS)}
+            if link else {})
     early = [{"moment": "output_visible", "fraction": 0.0, "tries": 4},
              {"moment": rng.choice([m for m in TASK_MOMENTS if m != "output_visible"]), "fraction": 0.0}]
     late = [{"moment": "writing", "fraction": round(rng.uniform(*_TASK_END), 3)} for _ in range(2 if quick else 3)]
-    return [("python_worker_kill_moment", "executor",
-             {**params, **slow, **({"latency_ms": rng.randrange(*_TASK_SLOW_MS)} if link else {})}, 0.0)
-            for params in early + late]
+    return [("python_worker_kill_moment", "executor", {**params, **slow}, 0.0) for params in early + late]
 
 
 def _kill_records(batch: int, kills: list) -> int:

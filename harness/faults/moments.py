@@ -104,12 +104,19 @@ class _MomentClock:
 
     def aim(self, moment: str, batch_class: str, fraction: float, slowed: Any = None) -> float | None:
         """Seconds into ``moment`` to strike: ``fraction`` of its median length so far in batches of that kind with
-        the link slowed the same way; 0 for ``fraction`` 0; None while no such batch was seen (watch one first:
-        an aim taken from an unslowed batch would strike a slowed one early)."""
+        the link slowed the same way; 0 for ``fraction`` 0. For a steady batch, None while no such batch was seen
+        (watch one first: an aim taken from an unslowed batch would strike a slowed one early). An attempt's first
+        batch is one chance: without a length of its own class it takes the steady batches' (a commit lasts as
+        long in either; a first batch's reading and writing longer, so the aim stays inside them), else strikes
+        at once."""
         if not fraction:
             return 0.0
-        known = self.lengths.get((moment, batch_class in ("first", "replay_of_replay"), slowed))
-        return fraction * statistics.median(known) if known else None
+        first = batch_class in ("first", "replay_of_replay")
+        known = self.lengths.get((moment, first, slowed)) or (self.lengths.get((moment, False, slowed))
+                                                               if first else None)
+        if known:
+            return fraction * statistics.median(known)
+        return 0.0 if first else None
 
 
 class _Missed(Exception):
