@@ -3,7 +3,9 @@
 ``fault_reached`` says whether the faults of a schedule struck where they were aimed. A driver kill aimed at
 Spark's offsets/commits window records ``in_window``; a kill or task failure at a connector's fault point
 records ``reached``; a fault that could not be started records ``fault-error``. A kill at a random moment
-(``aimed`` false) has no target to miss: it counts as struck wherever it landed. When one missed, the run did not
+(``aimed`` false) has no target to miss: it counts as struck wherever it landed; one that watched for a moment the
+connector never showed (``absent``: output seen while tasks ran, which a correct sink never shows) is neither. When
+one missed, the run did not
 test what it meant to, so the verdict is ``"unknown"``: never a pass, and not a failure of the connector either.
 Called in the harness's process after the run, on :meth:`~streamcert.harness.run.history.History.events`.
 """
@@ -33,6 +35,8 @@ def fault_reached(events: Iterable[dict[str, Any]]) -> CheckResult:
             missed.append({"kind": "fault_error", "fault": event.get("fault"), "phase": event.get("phase"),
                            "error": event.get("error")})
         elif event["kind"] == "fault-start":
+            if event.get("absent"):  # it watched for a moment the connector never showed (output seen from tasks)
+                continue
             hit = event.get("aimed") is False or next(
                 (bool(event[name]) for name in _STRUCK_FIELDS if name in event), True)
             if hit:

@@ -38,3 +38,11 @@ def test_a_fault_that_failed_to_start_is_a_miss():
 def test_a_run_where_no_fault_struck_proves_nothing():
     result = fault_reached([{"kind": "driver-start"}, {"kind": "load-done"}])
     assert result.valid == "unknown" and result.counts["faults"] == 0 and "no fault struck" in result.error
+
+
+def test_a_fault_that_found_its_moment_absent_neither_struck_nor_missed():
+    absent = {"kind": "fault-start", "fault": "python_worker_kill_moment", "aimed": True, "reached": False,
+              "absent": True}
+    landed = {"kind": "fault-start", "fault": "python_worker_kill_moment", "aimed": True, "reached": True}
+    assert fault_reached([absent, landed]).valid is True
+    assert fault_reached([absent]).valid == "unknown"
