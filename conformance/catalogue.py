@@ -2,8 +2,9 @@
 (``streamcert requirements``) and connector declarations are checked against.
 
 A requirement has an ID (``SRC-1``...), the kind of connector it applies to (``general`` ones apply to every
-kind), a one-line statement, the procedure that exercises it, the condition it passes on, the fault kinds it uses
-(names of :mod:`streamcert.harness.faults.registry`) and the checks that decide it. Checks are the harness's
+kind), a one-line statement, the procedure that exercises it, the condition it passes on, the plan's runs that
+judge it, the fault families they carry for it (:data:`FAULT_FAMILIES`, of the fault registry's kinds), the moments
+its kills must reach, and the checks that decide it: the one place a requirement changes. Checks are the harness's
 output checkers (:mod:`streamcert.harness.verify.checkers`: ``lost``, ``duplicate``...) or evidence checks the
 suite reads from the run itself (the assignment in Spark's event log, the end offsets of a bounded run...);
 :data:`EVIDENCE_CHECKS` names the latter and says what each reads. Extend the catalogue; never weaken an entry.

@@ -195,8 +195,8 @@ def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResul
     if landed and not errors and not unseen:
         return _result("fault_reached", True, counts, [])
     reason = (f"{len(errors)} fault(s) failed: the run did not exercise all it was meant to" if errors else
-              f"{len(unseen)} fault(s) struck but their effect (a new leader, a shrunk ISR, a new controller) was "
-              "not seen in metadata" if unseen else
+              f"{len(unseen)} fault(s) did not land: a failover's effect (a new leader, a shrunk ISR, a new "
+              "controller) not seen in metadata, or a task kill that found no task at its moment" if unseen else
               f"none of the faults it needs ({', '.join(kinds)}) happened")
     return _result("fault_reached", UNKNOWN, counts, errors + unseen, reason)
 

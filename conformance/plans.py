@@ -235,14 +235,16 @@ def _kill_records(batch: int, kills: list) -> int:
 
 
 def _task_kill_records(batch: int, fails: list) -> int:
-    """Three batches before a batch is steady, then per task kill the batch it learns its moment on (slowed), the
-    one it strikes, a spare, and a few batches after the last one."""
-    return batch * (3 + 3 * len(fails) + 4)
+    """Three batches before a batch is steady, then per task kill the batches it watches (``tries`` + 1 for one
+    whose moment may be absent; else the batch it learns its moment on, the one it strikes and three spares), and a
+    few batches after the last one."""
+    watched = sum((params.get("tries", 4) + 1) for _fault, _target, params, _duration in fails)
+    return batch * (3 + watched + 4)
 
 
-#: Batches an executor kill spends: the one it learns its moment on, the one it strikes, the replacement executor's
-#: start-up, a spare.
-_EXECUTOR_KILL_BATCHES = 5
+#: Batches an executor kill spends: the one it learns its moment on, the one it strikes, spares for a late aim that
+#: missed, the replacement executor's start-up.
+_EXECUTOR_KILL_BATCHES = 8
 #: Batches a zombie run commits before its first freeze: by then every executor has started its Python workers
 #: (the first batches on a cold executor take seconds; a freeze then caught start-up, not a task's write).
 _ZOMBIE_WARM_BATCHES = 3

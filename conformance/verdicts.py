@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from streamcert.conformance.catalogue import EVIDENCE_CHECKS, Requirement
+from streamcert.conformance.catalogue import EVIDENCE_CHECKS, Requirement, capabilities
 from streamcert.conformance.evidence import RunEvidence, evidence_check
 from streamcert.conformance.plans import PlannedRun
 from streamcert.harness.results import RunResult
@@ -37,7 +37,7 @@ _FAULT_FIELDS = ("kind", "elapsed_s", "fault", "target", "params", "phase", "in_
                  "pending_batch", "latest_commit", "delay_ms", "error", "attempt", "moment", "executor_ids",
                  "busy_workers", "tries", "declared_lost", "lost_tasks", "replaced", "frozen_s", "zombie_ran_s",
                  "reason", "node", "leader_moved", "new_controller", "isr_shrank_or_leader_moved", "batch_class",
-                 "strikes", "slowed", "let_go")
+                 "strikes", "slowed", "let_go", "absent")
 
 
 class Verdict(BaseModel):
@@ -69,12 +69,10 @@ def capability_verdicts(claims: dict[str, tuple[str, Any]],
     """Connector -> capability -> verdict, for ``claims`` (connector name -> (kind, its claims)): pass when every
     requirement behind the capability passed, fail when one failed, unknown otherwise (one not judged here: a
     ``--requirements`` or ``--quick`` certification)."""
-    from streamcert.conformance.catalogue import capabilities
-
     by_id = {(v.connector, v.requirement): v.verdict for v in verdicts}
     out: dict[str, dict[str, CapabilityVerdict]] = {}
     for name, (kind, claimed) in claims.items():
-        for capability, backing in capabilities(kind).items() if kind in ("source", "sink", "aggregator") else ():
+        for capability, backing in capabilities(kind).items():
             if capability not in claimed:
                 continue
             found = {req: by_id[(name, req)] for req in backing if (name, req) in by_id}

@@ -31,7 +31,8 @@ class Mutant:
     keeps: frozenset[str] = frozenset()
     #: the certification's seed for the test (the schedule it gives is in the test's evidence)
     seed: int = 1
-    #: certified on the quick plan; False for a bug only the full plan's runs (rescale, network) reach
+    #: certified on the quick plan by the test; False for a bug only the full plan's runs (rescale, network) reach
+    #: (the mutation score certifies every mutant on the full plan)
     quick: bool = True
 
     @property

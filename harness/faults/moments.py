@@ -19,9 +19,11 @@ before it commits until two attempts in a row started with the same batch pendin
 The ``fault-start`` event lists every strike (``strikes``: its observation, the moments and batch class the kill
 reached, how long after the look the driver froze) and says whether the wanted cell was ``reached``; ``stop``
 restarts the driver from its checkpoint. With ``slow_link`` the connector's own link carries a latency toxic (both
-ways) from the first look at the wanted batch until the kill, so a multi-step commit's steps are a round trip or
-more apart. :class:`PythonWorkerKillAtMoment` kills a Python worker running one of a steady batch's tasks instead of
-the driver (Spark retries the task).
+ways, or with ``slow_streams="downstream"`` on the answers only) from the first look at the wanted batch until the
+kill, so a multi-step commit's steps are a round trip or more apart. A ``fraction`` aims into the moment by its length
+learnt on the run's earlier batches slowed the same way. :class:`PythonWorkerKillAtMoment` kills the Python workers
+running a steady batch's tasks instead of the driver, :class:`ExecutorKillAtMoment` the executor JVM running one
+(Spark retries the tasks).
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ class MomentKillParams(FaultParams):
     tries: int = Field(6, ge=1, le=50, description="batches (attempts, for a first batch) to watch before giving up")
     fraction: float = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
                             description="how far into the moment to strike, as a fraction of its median length on "
-                                        "the batches this run's moment kills watched before (0: as soon as seen)")
+                                        "the batches this run's moment kills watched before with the link slowed the "
+                                        "same way (0: as soon as seen)")
     slow_link: Literal["kafka", "postgres"] | None = Field(None, description="the connector's own link, slowed by a "
-                                                             "latency toxic (both ways) from the first look at the "
-                                                             "wanted batch until the kill")
+                                                             "latency toxic (slow_streams says which ways) from the "
+                                                             "first look at the wanted batch until the kill")
     latency_ms: int = Field(0, ge=0, le=2000, description="the slowed link's latency each way (jitter: a fifth)")
     slow_streams: Literal["both", "downstream"] = Field(
         "both", description="which way the slowed link's latency applies: both, or only the answers (downstream): a "
@@ -84,9 +87,15 @@ class _MomentClock:
         self._open: dict[tuple[int, str], tuple[float, bool, Any]] = {}
         #: moments already under way at this clock's first look: their start was not seen, their length is not learnt
         self._partial: set[tuple[int, str]] | None = None
+        self._last_look: float | None = None
+        #: seconds between two looks, as measured (a look is one or two requests: more than the sleep between them)
+        self.look_s = _LOOK_INTERVAL_S
 
     def saw(self, seen: Observation, now: float, slowed: Any = None) -> None:
         """Record a look; ``slowed`` says how the link is slowed now (None: not at all)."""
+        if self._last_look is not None:
+            self.look_s = 0.8 * self.look_s + 0.2 * (now - self._last_look)
+        self._last_look = now
         first = seen.batch_class in ("first", "replay_of_replay")
         current = {(seen.batch, moment) for moment in seen.moments}
         if self._partial is None:
@@ -102,6 +111,11 @@ class _MomentClock:
     def since(self, batch: int, moment: str, now: float) -> float:
         return now - self._open.get((batch, moment), (now, False, None))[0]
 
+    def due(self, batch: int, moment: str, now: float, aim: float) -> bool:
+        """Whether a strike aimed ``aim`` seconds into the moment is due at this look: the next look may come too late
+        (a moment shorter than a look or two shows in one look only, and must be struck there)."""
+        return self.since(batch, moment, now) + self.look_s >= aim
+
     def aim(self, moment: str, batch_class: str, fraction: float, slowed: Any = None) -> float | None:
         """Seconds into ``moment`` to strike: ``fraction`` of its median length so far in batches of that kind with
         the link slowed the same way; 0 for ``fraction`` 0. For a steady batch, None while no such batch was seen
@@ -115,7 +129,8 @@ class _MomentClock:
         known = self.lengths.get((moment, first, slowed)) or (self.lengths.get((moment, False, slowed))
                                                                if first else None)
         if known:
-            return fraction * statistics.median(known)
+            length = statistics.median(known)
+            return fraction * length if length > 2 * self.look_s else 0.0
         return 0.0 if first else None
 
 
@@ -156,6 +171,7 @@ class DriverKillAtMoment(Fault):
         strikes: list[dict[str, Any]] = []
         self._let_go = 0
         self._watched = 0  # batches of the wanted class seen through
+        self._seen_wanted = False  # whether the wanted moment ever showed in a batch of the wanted class
         try:
             for _ in range(params.tries + 1):
                 try:
@@ -171,7 +187,7 @@ class DriverKillAtMoment(Fault):
         reached = any(strike["landed"] and strike["wanted"] for strike in strikes)
         # output seen while the tasks ran is the connector's doing: a correct sink never shows it (its tasks stage or
         # prepare); a task kill that watched its batches and never saw it found the moment absent, not missed
-        absent = (not self.kills_driver and params.moment == "output_visible" and not strikes
+        absent = (not self.kills_driver and params.moment == "output_visible" and not self._seen_wanted
                   and self._watched > params.tries)
         if self.kills_driver and driver.is_running():  # nothing struck in time: kill anyway, stop() restarts
             strikes.append(self._kill_now("gave up: killed where the query was"))
@@ -246,8 +262,10 @@ class DriverKillAtMoment(Fault):
                         self._slow()
                     clock.saw(seen, now, self._slowing())
                     aim = clock.aim(params.moment, params.batch_class, params.fraction, self._slowing())
+                    if seen.batch_class == params.batch_class and params.moment in seen.moments:
+                        self._seen_wanted = True
                     if (seen.batch_class == params.batch_class and params.moment in seen.moments
-                            and aim is not None and clock.since(seen.batch, params.moment, now) >= aim):
+                            and aim is not None and clock.due(seen.batch, params.moment, now, aim)):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:
                             return strike
@@ -401,6 +419,11 @@ class PythonWorkerKillAtMoment(DriverKillAtMoment):
 
     kills_driver = False
 
+    def _with_output(self, seen: Observation) -> Observation:
+        """As for the driver, but only while the batch's tasks run (``writing``): output that grows during the
+        driver's commit is no task's doing."""
+        return super()._with_output(seen) if "writing" in seen.moments else seen
+
     def _freeze_and_decide(self, seen: Observation) -> dict[str, Any]:
         from streamcert.harness.faults.executor import busy_workers, sigkill
 
@@ -435,13 +458,13 @@ class ExecutorKillAtMoment(PythonWorkerKillAtMoment):
     another executor. The driver is not touched; a kill lands when an executor running a Python task was killed
     while the checkpoint still showed the batch uncommitted."""
 
-    def _inject(self) -> dict[str, Any]:
-        master = str(getattr(self.driver.spec, "master", "") or "")
-        if master.startswith("local["):
+    def __init__(self, spec, context) -> None:
+        super().__init__(spec, context)
+        master = str(getattr(getattr(context.driver, "spec", None), "master", "") or "")
+        if master == "local" or master.startswith("local["):
             raise ConfigurationError(f"An executor_kill_moment kills an executor JVM, and master {master} runs tasks "
                                      "inside the driver.", hint="Run it on local-cluster[W,C,MB] (e.g. "
                                      "local-cluster[2,1,1024]) or a cluster whose executors run on this machine.")
-        return super()._inject()
 
     def _freeze_and_decide(self, seen: Observation) -> dict[str, Any]:
         from streamcert.harness.faults.executor import busy_workers_by_executor, executor_jvms, executor_order, sigkill

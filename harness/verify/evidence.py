@@ -5,8 +5,8 @@ Spark's offsets/commits window records ``in_window``; a kill or task failure at 
 records ``reached``; a fault that could not be started records ``fault-error``. A kill at a random moment
 (``aimed`` false) has no target to miss: it counts as struck wherever it landed; one that watched for a moment the
 connector never showed (``absent``: output seen while tasks ran, which a correct sink never shows) is neither. When
-one missed, the run did not
-test what it meant to, so the verdict is ``"unknown"``: never a pass, and not a failure of the connector either.
+one missed, the run did not test what it meant to, so the verdict is ``"unknown"``: never a pass, and not a failure
+of the connector either.
 Called in the harness's process after the run, on :meth:`~streamcert.harness.run.history.History.events`.
 """
 

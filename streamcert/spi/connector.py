@@ -185,7 +185,6 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
                     f"The {where} neither claims nor waives {', '.join(undeclared)}.",
                     hint="Add each to claims, or to unclaimed with the reason it does not apply.")
 
-
     def _check_capabilities(self, where: str, capabilities: Mapping[str, Iterable[str]]) -> None:
         claimed = sorted(str(claim) for claim in self.claims if not _REQUIREMENT_ID.fullmatch(str(claim)))
         unknown = [claim for claim in claimed if claim not in capabilities]

@@ -95,9 +95,8 @@ def test_a_python_worker_is_killed_while_it_runs_a_task_of_a_steady_batch_and_sp
 def test_an_executor_kill_at_a_moment_refuses_a_master_whose_tasks_run_in_the_driver(tmp_path):
     spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "checkpoint"), {}, master="local[2]")
     context = FaultContext(driver=DriverProcess(spec, tmp_path / "driver"), history=History(), workdir=tmp_path)
-    fault = build_fault(FaultSpec("executor_kill_moment", "executor", 0, 0, {"moment": "writing"}), context)
     with pytest.raises(ConfigurationError, match="local-cluster"):
-        fault._inject()
+        build_fault(FaultSpec("executor_kill_moment", "executor", 0, 0, {"moment": "writing"}), context)
 
 
 @pytest.mark.integration
