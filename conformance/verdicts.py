@@ -60,15 +60,16 @@ class CapabilityVerdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     verdict: Literal["pass", "fail", "unknown"]
-    requirements: dict[str, str] = Field(description="each requirement behind it -> its verdict (absent: not judged "
-                                                     "by this certification)")
+    requirements: dict[str, str] = Field(description="each requirement behind it -> its verdict (skip: waived with a "
+                                                     "reason; absent: not judged by this certification)")
 
 
 def capability_verdicts(claims: dict[str, tuple[str, Any]],
                         verdicts: list[Verdict]) -> dict[str, dict[str, CapabilityVerdict]]:
     """Connector -> capability -> verdict, for ``claims`` (connector name -> (kind, its claims)): pass when every
-    requirement behind the capability passed, fail when one failed, unknown otherwise (one not judged here: a
-    ``--requirements`` or ``--quick`` certification)."""
+    requirement behind the capability the connector claims passed (those it waived with a reason show as ``skip``),
+    fail when one failed, unknown otherwise (one not judged here: a ``--requirements`` or ``--quick``
+    certification)."""
     by_id = {(v.connector, v.requirement): v.verdict for v in verdicts}
     out: dict[str, dict[str, CapabilityVerdict]] = {}
     for name, (kind, claimed) in claims.items():
@@ -77,7 +78,8 @@ def capability_verdicts(claims: dict[str, tuple[str, Any]],
                 continue
             found = {req: by_id[(name, req)] for req in backing if (name, req) in by_id}
             verdict = ("fail" if "fail" in found.values() else
-                       "pass" if len(found) == len(backing) and set(found.values()) == {"pass"} else "unknown")
+                       "pass" if len(found) == len(backing) and "pass" in found.values()
+                       and set(found.values()) <= {"pass", "skip"} else "unknown")
             out.setdefault(name, {})[capability] = CapabilityVerdict(verdict=verdict, requirements=found)
     return out
 

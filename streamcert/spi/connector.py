@@ -149,7 +149,8 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
         """Raise :class:`ConfigurationError` on a malformed declaration, and (``strict``) on any requirement of
         ``requirements`` that is neither claimed nor given a reason. ``capabilities`` (name -> the requirement IDs
         that back it, for this kind), when given: a claim that is not a requirement ID must be one of them, and
-        claiming it means claiming each requirement behind it."""
+        claiming it means claiming each requirement behind it or waiving it with a reason (a sink whose tasks write
+        nothing has no zombie to fence), at least one claimed."""
         where = f"connector {self.name or type(self).__name__!r}"
         if self.kind not in KINDS:
             raise ConfigurationError(f"The {where} has kind {self.kind!r}.",
@@ -194,12 +195,17 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
                 f"capability of a {self.kind}.", hint=f"A {self.kind} may claim the capabilities "
                 f"{', '.join(sorted(capabilities)) or '(none)'}; anything else it stands behind is a requirement ID.")
         for claim in claimed:
-            missing = [req for req in capabilities[claim] if req not in self.claims]
+            backing = list(capabilities[claim])
+            missing = [req for req in backing if req not in self.claims and req not in self.unclaimed]
             if missing:
                 raise ConfigurationError(
-                    f"The {where} claims {claim!r} but not {', '.join(missing)}, which back it.",
-                    hint=f"Claim {', '.join(missing)} too, or drop {claim!r}: a capability is certified by its "
-                         "requirements.")
+                    f"The {where} claims {claim!r} but neither claims nor waives {', '.join(missing)}, which back "
+                    "it.", hint=f"Claim {', '.join(missing)}, or waive each with the reason it does not apply to "
+                                "this connector: a capability is certified by its requirements.")
+            if not any(req in self.claims for req in backing):
+                raise ConfigurationError(
+                    f"The {where} claims {claim!r} and waives every requirement behind it ({', '.join(backing)}).",
+                    hint=f"Claim those of {', '.join(backing)} it meets, or drop {claim!r}.")
 
 
 class SourceConnector(Connector):

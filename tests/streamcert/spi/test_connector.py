@@ -129,10 +129,22 @@ def test_a_capability_claim_is_read_unknown_ones_are_refused_and_each_stands_on_
         _Misspelt().check_declaration(sink_ids, strict=False, capabilities=sink_capabilities)
     assert "exactly-once" in caught.value.hint
 
-    class _Hollow(_Capable):  # exactly once, but waives the task-failure requirement that backs it
+    class _Silent(_Capable):  # exactly once, and says nothing of the task-failure requirement that backs it
         claims = _Capable.claims - {"SNK-2"}
-        unclaimed = {"SNK-2": "tasks never fail"}
 
-    with pytest.raises(ConfigurationError, match="'exactly-once' but not SNK-2"):
+    with pytest.raises(ConfigurationError, match="'exactly-once' but neither claims nor waives SNK-2"):
+        _Silent().check_declaration(sink_ids, strict=False, capabilities=sink_capabilities)
+    _Silent().check_declaration(sink_ids, strict=False)  # without the catalogue's capabilities: not checked (SPI alone)
+
+    class _DriverWrites(_Capable):  # its tasks write nothing: no zombie to fence, said with a reason
+        claims = _Capable.claims - {"SNK-6"}
+        unclaimed = {"SNK-6": "tasks write nothing"}
+
+    _DriverWrites().check_declaration(sink_ids, strict=False, capabilities=sink_capabilities)
+
+    class _Hollow(_Capable):  # exactly once, with every requirement behind it waived
+        claims = frozenset({"exactly-once"})
+        unclaimed = {f"SNK-{n}": "no" for n in range(1, 9)}
+
+    with pytest.raises(ConfigurationError, match="waives every requirement behind it"):
         _Hollow().check_declaration(sink_ids, strict=False, capabilities=sink_capabilities)
-    _Hollow().check_declaration(sink_ids, strict=False)  # without the catalogue's capabilities: not checked (SPI alone)
