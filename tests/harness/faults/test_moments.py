@@ -69,26 +69,31 @@ def test_kills_land_at_the_observed_moment_in_steady_first_and_replayed_batches(
     assert last["replay_depth"] >= 2
 
 
-@pytest.mark.integration
-def test_a_python_worker_is_killed_while_it_runs_a_task_of_a_steady_batch_and_spark_retries_it(tmp_path):
+def _task_kill(tmp_path, fault: str, master: str, params: dict) -> dict:
+    """Run a counting query on ``master``, let ``fault`` strike a task of a steady batch, check the query went on
+    past it (a task died, not the query), and return the fault's landed strike."""
     spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "checkpoint"),
                      {"rows": 100_000, "rows_per_batch": 5, "read_delay_ms": 400, "path": str(tmp_path / "out")},
-                     master="local[1,3]", spark_conf=dict(STATUS_SPARK_CONF))
+                     master=master, spark_conf=dict(STATUS_SPARK_CONF))
     history = History()
     with DriverProcess(spec, tmp_path / "driver") as driver:
         driver.start()
         context = FaultContext(driver=driver, history=history, workdir=tmp_path / "faults")
-        fault = build_fault(FaultSpec("python_worker_kill_moment", "executor", 0, 0,
-                                      {"moment": "writing", "timeout_s": 150.0}), context)
+        fault = build_fault(FaultSpec(fault, "executor", 0, 0, {"timeout_s": 240.0, **params}), context)
         fault.start()
-        struck_in = fault.params.moment
-        driver.wait_for_batches(len([e for e in driver.events() if e["event"] == "progress"]) + 2, timeout=120)
-        assert driver.is_running()  # a task died, not the query
+        driver.wait_for_batches(len([e for e in driver.events() if e["event"] == "progress"]) + 2, timeout=180)
+        assert driver.is_running()
         fault.stop()
     [event] = history.events("fault-start")
     assert event["reached"] is True, event
     [strike] = [s for s in event["strikes"] if s["landed"]]
-    assert struck_in in strike["moments"] and strike["batch_class"] == "steady"
+    assert params["moment"] in strike["moments"] and strike["batch_class"] == "steady"
+    return strike
+
+
+@pytest.mark.integration
+def test_a_python_worker_is_killed_while_it_runs_a_task_of_a_steady_batch_and_spark_retries_it(tmp_path):
+    strike = _task_kill(tmp_path, "python_worker_kill_moment", "local[1,3]", {"moment": "writing"})
     assert strike["pids"] and min(strike["pids"]) > 0
 
 
@@ -101,21 +106,6 @@ def test_an_executor_kill_at_a_moment_refuses_a_master_whose_tasks_run_in_the_dr
 
 @pytest.mark.integration
 def test_an_executor_running_a_task_of_a_steady_batch_is_killed_and_spark_retries_the_task_elsewhere(tmp_path):
-    spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "checkpoint"),
-                     {"rows": 100_000, "rows_per_batch": 5, "read_delay_ms": 400, "path": str(tmp_path / "out")},
-                     master="local-cluster[2,1,1024]", spark_conf=dict(STATUS_SPARK_CONF))
-    history = History()
-    with DriverProcess(spec, tmp_path / "driver") as driver:
-        driver.start()
-        context = FaultContext(driver=driver, history=history, workdir=tmp_path / "faults")
-        fault = build_fault(FaultSpec("executor_kill_moment", "executor", 0, 0,
-                                      {"moment": "writing", "fraction": 0.5, "timeout_s": 240.0}), context)
-        fault.start()
-        driver.wait_for_batches(len([e for e in driver.events() if e["event"] == "progress"]) + 2, timeout=180)
-        assert driver.is_running()  # an executor died, not the query
-        fault.stop()
-    [event] = history.events("fault-start")
-    assert event["reached"] is True, event
-    [strike] = [s for s in event["strikes"] if s["landed"]]
-    assert "writing" in strike["moments"] and strike["batch_class"] == "steady"
+    strike = _task_kill(tmp_path, "executor_kill_moment", "local-cluster[2,1,1024]",
+                        {"moment": "writing", "fraction": 0.5})
     assert strike["executor_id"] and strike["pid"] > 0 and strike["busy_workers"] >= 1
