@@ -152,16 +152,29 @@ def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = MO
                    and cells[i + 1][0] in _BEFORE_COMMIT and cells[i + 1][1] == "first"
                    and (i + 2 >= len(cells) or cells[i + 2][1] != "replay_of_replay")), len(cells))
         cells.insert(at, (rng.choice(moments), "replay_of_replay"))
+    # a driver-side commit is several steps, and a bug lives between two of them: steady kills inside it strike
+    # early, in the middle and late (one band each; two in the quick plan), not wherever one draw falls
+    bands = _QUICK_COMMIT_BANDS if quick else _COMMIT_BANDS
+    if _COMMIT_MOMENT in moments:
+        cells += [(_COMMIT_MOMENT, "steady")] * (len(bands) - sum(1 for cell in cells
+                                                                  if cell == (_COMMIT_MOMENT, "steady")))
+    in_commit = iter(bands)
     # each kill strikes a seeded fraction into its moment (a steady one that missed tries the next batch); a first
     # batch is one chance per attempt (a miss costs a restart): it aims less deep, at a length learnt on the run's
     # steady batches when its own class has none yet
-    return [("driver_kill_moment", "driver", {"moment": moment, "batch_class": batch_class,
-                                              "fraction": round(rng.uniform(*_FRACTIONS[batch_class]), 3)}, 0.0)
+    return [("driver_kill_moment", "driver", {
+        "moment": moment, "batch_class": batch_class,
+        "fraction": round(rng.uniform(*(next(in_commit) if (moment, batch_class) == (_COMMIT_MOMENT, "steady")
+                                        else _FRACTIONS[batch_class])), 3)}, 0.0)
             for moment, batch_class in cells]
 
 
 #: How deep into its moment a kill of each class of batch strikes, as a fraction of the moment's learnt length.
 _FRACTIONS = {"steady": (0.0, 0.9), "first": (0.0, 0.6), "replay_of_replay": (0.0, 0.6)}
+#: The moment a driver-side commit runs in, and the bands its steady kills strike in (early, middle, late).
+_COMMIT_MOMENT = "commit_in_flight"
+_COMMIT_BANDS = ((0.05, 0.35), (0.35, 0.65), (0.65, 0.95))
+_QUICK_COMMIT_BANDS = ((0.05, 0.5), (0.5, 0.95))
 
 
 def _point_kills(rng: random.Random, kill_points: dict[str, str], every_point: bool) -> list:

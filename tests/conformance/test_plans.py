@@ -3,8 +3,12 @@ reach a connector without fault points; only claimed requirements are planned.""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from streamcert.conformance.catalogue import ids_for
-from streamcert.conformance.plans import SAFE_TOPICS, plan
+from streamcert.conformance.plans import SAFE_TOPICS, _moment_kills, plan
 from streamcert.harness.faults.schedule import dumps
 from streamcert.harness.run.connectors import load_connector
 from streamcert.spi.connector import SinkConnector
@@ -181,3 +185,13 @@ def test_a_certification_of_the_cluster_requirements_alone_plans_only_the_cluste
     certification = prepare(None, ["BRK-1", "brk-2"])
     assert [run.name for run in certification.runs] == ["acked-writes-safe", "acked-writes-unsafe"]
     assert certification.cluster_requirements() == ["BRK-1", "BRK-2"]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_steady_kills_inside_a_driver_side_commit_strike_early_in_the_middle_and_late(seed):
+    for quick, bands in ((False, 3), (True, 2)):
+        kills = _moment_kills(random.Random(seed), quick)
+        fractions = sorted(params["fraction"] for _fault, _target, params, _duration in kills
+                           if params["moment"] == "commit_in_flight" and params["batch_class"] == "steady")
+        assert len(fractions) == bands
+        assert fractions[0] < 0.5 and fractions[-1] > 0.5  # a bug between two steps is struck wherever it lies
