@@ -159,9 +159,9 @@ def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = MO
         cells += [(_COMMIT_MOMENT, "steady")] * (len(bands) - sum(1 for cell in cells
                                                                   if cell == (_COMMIT_MOMENT, "steady")))
     in_commit = iter(bands)
-    # each kill strikes a seeded fraction into its moment (a steady one that missed tries the next batch); a first
-    # batch is one chance per attempt (a miss costs a restart): it aims less deep, at a length learnt on the run's
-    # steady batches when its own class has none yet
+    # each steady kill strikes a seeded fraction into its moment (one that missed tries the next batch); a first
+    # batch is one chance per attempt (a miss costs a restart): it strikes as soon as the moment shows (a fraction
+    # of a length learnt on steady batches missed a restarted query's short planning moment six attempts running)
     return [("driver_kill_moment", "driver", {
         "moment": moment, "batch_class": batch_class,
         "fraction": round(rng.uniform(*(next(in_commit) if (moment, batch_class) == (_COMMIT_MOMENT, "steady")
@@ -170,7 +170,7 @@ def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = MO
 
 
 #: How deep into its moment a kill of each class of batch strikes, as a fraction of the moment's learnt length.
-_FRACTIONS = {"steady": (0.0, 0.9), "first": (0.0, 0.6), "replay_of_replay": (0.0, 0.6)}
+_FRACTIONS = {"steady": (0.0, 0.9), "first": (0.0, 0.0), "replay_of_replay": (0.0, 0.0)}
 #: The moment a driver-side commit runs in, and the bands its steady kills strike in (early, middle, late).
 _COMMIT_MOMENT = "commit_in_flight"
 _COMMIT_BANDS = ((0.05, 0.35), (0.35, 0.65), (0.65, 0.95))
