@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, field_validator
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.query_status import MOMENTS
@@ -102,21 +102,15 @@ class Requirement(BaseModel):
     optional: bool = Field(False, description="a connector may leave it unclaimed without a reason of its own")
     origin: str = Field("SPEC §5", description="where it comes from (the spec, a seed article)")
 
-    @field_validator("fault_families")
+    @field_validator("fault_families", "moments")
     @classmethod
-    def _known_families(cls, families: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [family for family in families if family not in FAULT_FAMILIES]
+    def _known(cls, values: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        allowed = FAULT_FAMILIES if info.field_name == "fault_families" else MOMENTS
+        unknown = [value for value in values if value not in allowed]
         if unknown:
-            raise ValueError(f"unknown fault families {unknown}: use {', '.join(FAULT_FAMILIES)}")
-        return families
-
-    @field_validator("moments")
-    @classmethod
-    def _known_moments(cls, moments: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [moment for moment in moments if moment not in MOMENTS]
-        if unknown:
-            raise ValueError(f"unknown moments {unknown}: use {', '.join(MOMENTS)}")
-        return moments
+            what = "fault families" if info.field_name == "fault_families" else "moments"
+            raise ValueError(f"unknown {what} {unknown}: use {', '.join(allowed)}")
+        return values
 
     @computed_field(description="the fault kinds of its families")  # type: ignore[prop-decorator]
     @property
