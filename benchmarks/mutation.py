@@ -31,7 +31,7 @@ from typing import Any
 
 from streamcert.harness.arguments import seed as seed_argument
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.stack.machine import machine_info
+from streamcert.harness.stack.machine import git_commit, machine_info
 
 __all__ = ["SCHEMA_VERSION", "OUTPUT_CHECKS", "judge_pair", "score", "run_mutation_score", "main"]
 
@@ -76,18 +76,21 @@ def _first_violation_time(checks: list[dict[str, Any]], output: Any) -> float | 
 
 
 def _kills_before(history: list[dict[str, Any]], moment_time: float | None) -> list[dict[str, Any]]:
-    """The landed strikes of the run's moment kills, those before ``moment_time`` when given (latest last)."""
+    """The faults the run struck (a moment kill's landed strikes, of the driver, a Python worker or an executor; any
+    other fault as itself), those before ``moment_time`` when given (latest last)."""
     strikes = []
     for event in history:
-        if event.get("kind") != "fault-start" or not str(event.get("fault", "")).startswith("driver_kill"):
+        if event.get("kind") != "fault-start":
             continue
         if moment_time is not None and event.get("time", 0) > moment_time:
             continue
-        for strike in event.get("strikes") or [{"moments": [event.get("fault")], "batch_class": None,
-                                                "landed": True, "batch": event.get("pending_batch")}]:
+        fault = str(event.get("fault", ""))
+        for strike in event.get("strikes") or [{"moments": [fault], "batch_class": None, "landed": True,
+                                                "batch": event.get("pending_batch")}]:
             if strike.get("landed"):
-                strikes.append({"moments": strike.get("moments"), "batch_class": strike.get("batch_class"),
-                                "batch": strike.get("batch"), "attempt": strike.get("attempt")})
+                strikes.append({"fault": fault, "moments": strike.get("moments"),
+                                "batch_class": strike.get("batch_class"), "batch": strike.get("batch"),
+                                "attempt": strike.get("attempt")})
     return strikes
 
 
@@ -184,6 +187,7 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
             result = certify(certification, run_folder, environment=environment)
             pair = judge_pair(mutant, seed, result.model_dump(mode="json"), run_folder)
             pair["duration_s"] = round(time.monotonic() - began, 1)
+            pair["git_commit"] = git_commit()  # a score measured over several sittings may span commits
             report["pairs"].append(pair)
             report["score"] = score(report["pairs"])
             _write(report, out)

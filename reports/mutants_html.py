@@ -24,10 +24,17 @@ def _cell(pair: dict[str, Any] | None) -> str:
         return f'<td class="v fail">MISSED{" (timeout only)" if timeout else ""}</td>'
     preceding = [kill for entry in pair["requirements"].values() if entry.get("attribution") == "preceding"
                  for kill in entry.get("killed_by", [])]
-    how = ", ".join(sorted({f"{'+'.join(k.get('moments') or [])}@{k.get('batch_class')}" for k in preceding}))
+    how = ", ".join(sorted({_strike(kill) for kill in preceding}))
     if not preceding:
-        how = "lost records: a kill of the run"
+        how = "lost or left-over records: a fault of the run"
     return f'<td class="v pass">caught<br><span class="stmt">{escape(how or "without a kill")}</span></td>'
+
+
+def _strike(kill: dict[str, Any]) -> str:
+    """``moments@class`` of a moment kill, named by what it killed when that was not the driver."""
+    where = f"{'+'.join(kill.get('moments') or [])}@{kill.get('batch_class')}"
+    fault = kill.get("fault") or "driver_kill"
+    return where if fault.startswith("driver_kill") else f"{fault}: {where}"
 
 
 def _details(name: str, pairs: list[dict[str, Any]]) -> str:

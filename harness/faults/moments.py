@@ -304,7 +304,7 @@ class DriverKillAtMoment(Fault):
                     raise RuntimeError("the driver runs without Spark's UI, whose status API this fault reads "
                                        "(the scenario's Spark settings must include query_status.STATUS_SPARK_CONF)")
                 return SparkStatus(session["ui"], session["app_id"])
-            time.sleep(0.05)
+            time.sleep(0.02)
         return None
 
     def _look(self, status: SparkStatus, attempt: int, start: CheckpointState) -> Observation | None:

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
 from streamcert.harness.run.graceful_stop import stop_between_batches
+from streamcert.harness.run.query_status import warm_status_api
 from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
@@ -291,7 +292,10 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
     spark = spark_session(SparkConfig(master=spec.master, conf=spec.spark_conf, packages=spec.packages,
                                       app_name=f"streamcert-driver-{attempt}"))
     spark.streams.addListener(_Reporter())
-    emit("session", ui=spark.sparkContext.uiWebUrl, app_id=spark.sparkContext.applicationId)
+    context = spark.sparkContext
+    # a watcher's first look must find the status API ready: the query's first moments last well under its cold start
+    warmed_s = warm_status_api(context.uiWebUrl, context.applicationId) if context.uiWebUrl else None
+    emit("session", ui=context.uiWebUrl, app_id=context.applicationId, status_api_warmed_s=warmed_s)
     stopping = threading.Event()
 
     def on_term(_signum, _frame) -> None:

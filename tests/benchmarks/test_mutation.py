@@ -29,8 +29,8 @@ def _run_folder(tmp_path, history: list[dict], output: pd.DataFrame | None = Non
         output.to_parquet(folder / "output.parquet")
 
 
-def _strike(time_s: float, moments: list[str]) -> dict:
-    return {"kind": "fault-start", "fault": "driver_kill_moment", "time": time_s,
+def _strike(time_s: float, moments: list[str], fault: str = "driver_kill_moment") -> dict:
+    return {"kind": "fault-start", "fault": fault, "time": time_s,
             "strikes": [{"moments": moments, "batch_class": "steady", "batch": 3, "attempt": 2, "landed": True}]}
 
 
@@ -43,8 +43,18 @@ def test_a_duplicate_found_is_a_catch_by_the_kill_before_the_second_delivery(tmp
     pair = judge_pair(MUTANT, 1, _certification("fail", checks), tmp_path)
     assert pair["caught"] is True
     assert pair["requirements"]["SNK-1"]["killed_by"] == [
-        {"moments": ["commit_in_flight", "output_visible"], "batch_class": "steady", "batch": 3, "attempt": 2}]
+        {"fault": "driver_kill_moment", "moments": ["commit_in_flight", "output_visible"], "batch_class": "steady",
+         "batch": 3, "attempt": 2}]
     assert pair["requirements"]["SNK-1"]["attribution"] == "preceding"
+
+
+def test_a_duplicate_after_a_python_worker_kill_is_attributed_to_that_kill(tmp_path):
+    output = pd.DataFrame({"id": [1, 1], "visible_at": [10.0, 25.0]})
+    _run_folder(tmp_path, [_strike(20.0, ["output_visible", "writing"], fault="python_worker_kill_moment"),
+                           {"kind": "fault-start", "fault": "task_zombie", "time": 30.0}], output)
+    checks = [{"name": "duplicate", "valid": False, "counts": {"duplicated_ids": 1}, "violations": [{"id": 1}]}]
+    [kill] = judge_pair(MUTANT, 1, _certification("fail", checks), tmp_path)["requirements"]["SNK-1"]["killed_by"]
+    assert kill["fault"] == "python_worker_kill_moment" and kill["moments"] == ["output_visible", "writing"]
 
 
 def test_lost_records_name_every_landed_kill_as_a_candidate(tmp_path):

@@ -25,3 +25,11 @@ def failing_query(spark, params):
     frame = spark.readStream.format(CountingSource.name()).option("rows", "3").load()
     return (frame.select(explode(col("value")).alias("value")).writeStream.format("noop")
             .option("checkpointLocation", params["checkpoint"]))
+
+
+def rate_to_files(spark, params):
+    """Spark's rate source (the JVM's own: a restarted query replays its pending batch within half a second of its
+    start, before any Python worker runs) into the file sink."""
+    frame = spark.readStream.format("rate").option("rowsPerSecond", str(params.get("rows_per_second", 20))).load()
+    return (frame.writeStream.format("parquet").option("path", params["path"])
+            .option("checkpointLocation", params["checkpoint"]).trigger(processingTime="0 seconds"))

@@ -69,6 +69,29 @@ def test_kills_land_at_the_observed_moment_in_steady_first_and_replayed_batches(
     assert last["replay_depth"] >= 2
 
 
+@pytest.mark.integration
+def test_the_planning_of_a_jvm_sources_replayed_first_batch_is_struck(tmp_path):
+    """A JVM source's replay is planned within ~0.6 s of the query's start, while the status API's first answer took
+    1.7 s: the driver warms the API before its query starts, or every attempt's planning passes unseen."""
+    spec = QuerySpec("tests.harness.queries:rate_to_files", str(tmp_path / "checkpoint"),
+                     {"path": str(tmp_path / "out")}, master="local[1,2]", spark_conf=dict(STATUS_SPARK_CONF))
+    history = History()
+    with DriverProcess(spec, tmp_path / "driver") as driver:
+        driver.start()
+        driver.wait_for_batches(2, timeout=180)
+        context = FaultContext(driver=driver, history=history, workdir=tmp_path / "faults")
+        fault = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0,
+                                      {"moment": "planning", "batch_class": "first", "timeout_s": 150.0}), context)
+        fault.start()
+        fault.stop()
+        sessions = [event for event in driver.events() if event["event"] == "session"]
+    [event] = history.events("fault-start")
+    assert event["reached"] is True, event
+    [wanted] = [strike for strike in event["strikes"] if strike["wanted"]]
+    assert wanted["moments"] == ["planning"] and wanted["replay_depth"] >= 1, event
+    assert all(session["status_api_warmed_s"] is not None for session in sessions), sessions
+
+
 def _task_kill(tmp_path, fault: str, master: str, params: dict) -> dict:
     """Run a counting query on ``master``, let ``fault`` strike a task of a steady batch, check the query went on
     past it (a task died, not the query), and return the fault's landed strike."""
