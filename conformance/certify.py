@@ -27,7 +27,7 @@ from streamcert.conformance.catalogue import (CATALOGUE, CLUSTER_SUBJECT, Requir
                                               requirement)
 from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.options_probe import cases_of, probe_options
-from streamcert.conformance.participants import probe_leftovers
+from streamcert.conformance.participants import probe_leftovers, probe_system_leftovers
 from streamcert.conformance.plans import PlannedRun, cluster_runs, plan
 from streamcert.conformance.results import CertificationResult, RunSummary
 from streamcert.conformance.verdicts import JudgedRun, Verdict, capability_verdicts, judge, skipped
@@ -293,7 +293,7 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
             run_result = run_scenario(env, planned.scenario, folder)
             sink = load_connector(planned.scenario.sink, "sink")
             kill_points = {**sink.kill_points, **connector.kill_points}
-            evidence = RunEvidence.of_run(run_result, folder, kill_points, _probe(run_result, env))
+            evidence = RunEvidence.of_run(run_result, folder, kill_points, _probe(run_result, env, sink))
         judged.append(JudgedRun(planned, run_result, evidence, folder.relative_to(out)))
         result.runs.append(RunSummary(
             connector=connector.name if connector else planned.connector, scenario=planned.name,
@@ -356,9 +356,12 @@ def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> tup
     return result, RunEvidence(result.history, [], {}, {}, acked_writes=result.metrics.get("acked_writes"))
 
 
-def _probe(run_result: RunResult, env: Any):
+def _probe(run_result: RunResult, env: Any, sink: Any = None):
     if not run_result.complete or not run_result.output:
         return None
+    system = getattr(sink, "output_system", None)
+    if system is not None:
+        return probe_system_leftovers(system, run_result.output["name"], env.systems.started(system).direct)
     endpoints = env.endpoints
     return probe_leftovers(run_result.output["kind"], run_result.output["name"], endpoints.bootstrap_servers,
                            endpoints.postgres_dsn, since=run_result.started_at)

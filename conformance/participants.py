@@ -9,11 +9,13 @@ finding). Called in the harness's process right after a run, while the stack sti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
-__all__ = ["probe_leftovers"]
+__all__ = ["probe_leftovers", "probe_system_leftovers"]
 
 
 def probe_leftovers(output_kind: str, output: str, bootstrap: str | None, postgres_dsn: str | None,
@@ -31,6 +33,29 @@ def probe_leftovers(output_kind: str, output: str, bootstrap: str | None, postgr
         return CheckResult("leftovers", UNKNOWN, {}, [], f"the {output_kind} participant could not be probed: "
                                                          f"{type(exc).__name__}: {exc}")
     return CheckResult("leftovers", UNKNOWN, {}, [], f"no probe for output kind {output_kind!r}")
+
+
+def probe_system_leftovers(system: Any, output: str, endpoints: Mapping[str, str]) -> CheckResult:
+    """The ``leftovers`` check of an output in a connector's own system: what its reader says the sink left."""
+    reader = None
+    try:
+        reader = system.reader(output, endpoints)
+        found = reader.leftovers()
+    except Exception as exc:  # noqa: BLE001 - a probe that cannot look decides nothing
+        return CheckResult("leftovers", UNKNOWN, {}, [], f"the {system.name} output could not be probed: "
+                                                         f"{type(exc).__name__}: {exc}")
+    finally:
+        if reader is not None:
+            try:
+                reader.close()
+            except Exception:  # noqa: BLE001 - closing after the look: nothing left to decide
+                pass
+    if found is None:
+        return CheckResult("leftovers", UNKNOWN, {}, [], f"the reader of {system.name} cannot tell what a sink "
+                                                         "leaves behind (its leftovers() says None)")
+    items = [dict(item) for item in found.found]
+    return CheckResult("leftovers", not items, {**dict(found.counts), "found": len(items)}, items[:10],
+                       f"{len(items)} leftover(s) in {system.name}" if items else None)
 
 
 def _postgres(dsn: str | None, since: float | None) -> CheckResult:

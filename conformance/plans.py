@@ -327,6 +327,11 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
 # -- sinks ---------------------------------------------------------------------------------------
 
 def _sink_link(connector: Connector) -> str | None:
+    """The link the sink commits over: its external system's first endpoint, or its output kind's server (None: no
+    link, a folder on the local filesystem)."""
+    system = getattr(connector, "output_system", None)
+    if system is not None:
+        return system.endpoint_names[0] if system.endpoint_names else None
     return {"kafka": "kafka", "postgres": "postgres"}.get(getattr(connector, "output_kind", ""))
 
 

@@ -42,7 +42,9 @@ from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.history import History
+from streamcert.harness.run.input_writer import load_with_writer
 from streamcert.harness.run.observers import Observer, OutputTarget, observer_class
+from streamcert.harness.run.observers.reader import reader_observer
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.settle import Settling, wait_until_seen
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
@@ -195,6 +197,7 @@ class _Run:
     history: History = field(default_factory=History)
     driver: DriverProcess | None = None
     observer: Observer | None = None
+    writer: Any = None
     faults: list[Fault] = field(default_factory=list)
     spark_cluster: Any = None
 
@@ -215,16 +218,13 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
         result.connectors = {c.kind: ConnectorSummary.of(c, ref) for c, ref in (
             (source, scenario.source), (sink, scenario.sink), (aggregator, scenario.aggregator)) if c is not None}
-        output_kind = observer_class(sink.output_kind)
-        context = _context(env, scenario, output_kind, workdir)
+        context = _context(env, scenario, source, sink, workdir)
         result.context = context.to_dict()
-        result.output = {"kind": sink.output_kind, "name": context.output}
+        result.output = {"kind": _output_kind(sink), "name": context.output}
         if brokers is not None:
             result.context["brokers"] = brokers
-        create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions,
-                     settings=scenario.topics)
-        run.observer = output_kind(_output_target(env, sink.output_kind, context, scenario.topics),
-                                   unpack=(aggregator or sink).unpack_output)
+        run.writer = _make_input(env, scenario, source, context)
+        run.observer = _observer(env, sink, context, scenario.topics, (aggregator or sink).unpack_output)
         run.observer.prepare(scenario.output_partitions or sink.output_partitions)
         run.observer.start()
         if scenario.master == STANDALONE:
@@ -233,7 +233,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir,
                              master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master)
         if scenario.load_before_start:
-            ledger = _load(scenario, context.bootstrap_servers, context.input_topic, workdir, result)
+            ledger = _load(scenario, context, workdir, result, run.writer)
             run.history.record("load-done", before_start=True, **ledger.counts())
         faults = FaultContext(environment=env, driver=run.driver, history=run.history,
                               input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer,
@@ -252,7 +252,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
             run.history.record("load-after-start", **_produce_unrecorded(
                 context.bootstrap_servers, context.input_topic, scenario.records_after_start, scenario.workload))
         if not scenario.load_before_start:
-            ledger = _load(scenario, context.bootstrap_servers, context.input_topic, workdir, result)
+            ledger = _load(scenario, context, workdir, result, run.writer)
             run.history.record("load-done", **ledger.counts())
         result.ledger_counts = ledger.counts()
         timeline.join()
@@ -300,15 +300,13 @@ def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryCon
     its context and its driver spec (jars resolved). Nothing is loaded and nothing starts."""
     connectors = [load_connector(scenario.source, "source"), load_connector(scenario.sink, "sink"),
                   load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None]
-    sink = connectors[1]
-    output_kind = observer_class(sink.output_kind)
-    context = _context(env, scenario, output_kind, workdir)
+    source, sink = connectors[0], connectors[1]
+    context = _context(env, scenario, source, sink, workdir)
     _check_brokers(scenario, context.bootstrap_servers)
-    create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions,
-                 settings=scenario.topics)
-    output_kind(OutputTarget(sink.output_kind, context.output, context.bootstrap_servers, context.postgres_dsn,
-                             topic_settings=scenario.topics)
-                ).prepare(scenario.output_partitions or sink.output_partitions)
+    writer = _make_input(env, scenario, source, context)
+    if writer is not None:
+        writer.close()
+    _observer(env, sink, context, scenario.topics).prepare(scenario.output_partitions or sink.output_partitions)
     # The probe's queries never run a batch: a standalone run's options are probed on a local master.
     master = DEFAULT_MASTER if scenario.master == STANDALONE else None
     return context, _driver(env, scenario, context, connectors, workdir, master=master).spec
@@ -359,14 +357,65 @@ def _check_brokers(scenario: Scenario, bootstrap: str, timeout: float = 10.0) ->
     return len(found)
 
 
-def _context(env: Any, scenario: Scenario, output_kind: type[Observer], workdir: Path) -> QueryContext:
+def _context(env: Any, scenario: Scenario, source: Connector, sink: Connector, workdir: Path) -> QueryContext:
+    """The run's context: names of its input and output (by the connectors' systems: a Kafka topic, a table...),
+    the stack's addresses and the proxied endpoints of the connectors' own systems (started here when new)."""
     run_id = uuid.uuid4().hex[:8]
     stem = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:40] or "scenario"
     endpoints = env.endpoints
-    return QueryContext(bootstrap_servers=_bootstrap(env, scenario), input_topic=f"{stem}-in-{run_id}",
-                        output=output_kind.output_name(stem, run_id, workdir), checkpoint=str(workdir / "checkpoint"),
-                        run_id=run_id, postgres_dsn=endpoints.postgres_dsn, parallelism=scenario.parallelism,
-                        options=dict(scenario.options))
+    in_system, out_system = getattr(source, "input_system", None), getattr(sink, "output_system", None)
+    proxied: dict[str, str] = {}
+    for system in _systems_of([source, sink]):
+        started = env.systems.started(system)
+        clash = sorted(set(proxied) & set(started.proxied))
+        if clash:
+            raise ConfigurationError(f"The source's and the sink's external systems both name endpoint(s) "
+                                     f"{', '.join(clash)}.", hint="Give each system's endpoints names of their own "
+                                     "(QueryContext.endpoint(name) must say which one it means).")
+        proxied.update(started.proxied)
+    input_name = (in_system.input_name(stem, run_id, str(workdir)) if in_system is not None
+                  else f"{stem}-in-{run_id}")
+    output = (out_system.output_name(stem, run_id, str(workdir)) if out_system is not None
+              else observer_class(sink.output_kind).output_name(stem, run_id, workdir))
+    return QueryContext(bootstrap_servers=_bootstrap(env, scenario), input_topic=input_name, output=output,
+                        checkpoint=str(workdir / "checkpoint"), run_id=run_id, postgres_dsn=endpoints.postgres_dsn,
+                        parallelism=scenario.parallelism, options=dict(scenario.options), endpoints=proxied)
+
+
+def _output_kind(sink: Connector) -> str:
+    """What reports call the sink's output: its external system's name, or its output kind."""
+    system = getattr(sink, "output_system", None)
+    return system.name if system is not None else sink.output_kind
+
+
+def _make_input(env: Any, scenario: Scenario, source: Connector, context: QueryContext) -> Any:
+    """Make the run's input: a Kafka topic of the stack (None returned), or the source's own system's input, whose
+    writer (prepared) is returned for the load."""
+    system = getattr(source, "input_system", None)
+    if system is None:
+        create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions,
+                     settings=scenario.topics)
+        return None
+    unsupported = [name for name in ("records_after_start", "warm_up_records") if getattr(scenario, name)]
+    if scenario.load == "open_loop":
+        unsupported.append("load='open_loop'")
+    if unsupported:
+        raise ConfigurationError(f"Scenario {scenario.name!r} asks for {', '.join(unsupported)}, which produce into "
+                                 f"a Kafka topic; source {source.name!r} reads {system.name!r}.",
+                                 hint="Pace the load with workload.rate instead (its system's writer keeps it).")
+    writer = system.writer(context.input_topic, env.systems.started(system).direct)
+    writer.prepare(scenario.workload.partitions)
+    return writer
+
+
+def _observer(env: Any, sink: Connector, context: QueryContext, topics: TopicSettings,
+              unpack: Any = None) -> Observer:
+    """The (not started) observer of the run's output: the sink's system's reader, or its output kind's."""
+    system = getattr(sink, "output_system", None)
+    if system is not None:
+        return reader_observer(system.name, context.output,
+                               system.reader(context.output, env.systems.started(system).direct), unpack)
+    return observer_class(sink.output_kind)(_output_target(env, sink.output_kind, context, topics), unpack=unpack)
 
 
 def _bootstrap(env: Any, scenario: Scenario) -> str:
@@ -392,6 +441,8 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
             workdir: Path, master: str | None = None) -> DriverProcess:
     present = [c for c in connectors if c is not None]
     spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
+    for system in _systems_of(present):
+        spark_conf.update(system.spark_conf(dict(context.endpoints)))
     for spec in scenario.schedule:  # what the run's faults need of the driver (the status API, say)
         spark_conf.update(fault_kind(spec.fault).fault_class.spark_conf)
     spark_conf.update(scenario.spark_conf)
@@ -404,7 +455,18 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
     return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""))
 
 
-def _load(scenario: Scenario, bootstrap: str, topic: str, workdir: Path, result: RunResult):
+def _systems_of(connectors: list[Connector | None]) -> list[Any]:
+    """The external systems the connectors declare, each once (a source and a sink may share one)."""
+    found = [getattr(c, name, None) for c in connectors for name in ("input_system", "output_system")]
+    return list({id(system): system for system in found if system is not None}.values())
+
+
+def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: Any = None):
+    """Load the workload: into the Kafka input topic, or with the source's system's ``writer`` (closed with the
+    run)."""
+    bootstrap, topic = context.bootstrap_servers, context.input_topic
+    if writer is not None:
+        return load_with_writer(writer, topic, scenario.workload)
     if scenario.load == "bulk":
         return load_topic(bootstrap, topic, scenario.workload)
     from streamcert.harness.run.load import run_open_loop
@@ -561,6 +623,8 @@ def _tear_down(run: _Run) -> None:
         _safely(run.driver.stop)
     if run.observer is not None:
         _safely(run.observer.stop)
+    if run.writer is not None:
+        _safely(run.writer.close)
     if run.spark_cluster is not None:
         _safely(run.spark_cluster.stop)
 

@@ -59,9 +59,10 @@ class MomentKillParams(FaultParams):
                             description="how far into the moment to strike, as a fraction of its median length on "
                                         "the batches this run's moment kills watched before with the link slowed the "
                                         "same way (0: as soon as seen)")
-    slow_link: Literal["kafka", "postgres"] | None = Field(None, description="the connector's own link, slowed by a "
-                                                             "latency toxic (slow_streams says which ways) from the "
-                                                             "first look at the wanted batch until the kill")
+    slow_link: str | None = Field(None, min_length=1, description="the connector's own link (kafka, postgres, or an "
+                                                                  "endpoint of its external system), slowed by a "
+                                                                  "latency toxic (slow_streams says which ways) from "
+                                                                  "the first look at the wanted batch until the kill")
     latency_ms: int = Field(0, ge=0, le=2000, description="the slowed link's latency each way (jitter: a fifth)")
     slow_streams: Literal["both", "downstream"] = Field(
         "both", description="which way the slowed link's latency applies: both, or only the answers (downstream): a "
@@ -213,7 +214,7 @@ class DriverKillAtMoment(Fault):
         if not params.slow_link or self._toxics is not None:
             return
         environment = self.environment
-        link = environment.kafka_link if params.slow_link == "kafka" else environment.postgres_link
+        link = environment.link(params.slow_link)
         if link is None:
             raise ConfigurationError(f"There is no Toxiproxy link to {params.slow_link} to slow in this stack.",
                                      hint="Moment kills that slow a link need the local or testcontainers provider.")

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 __all__ = ["LINKS", "NetworkFault", "LatencyParams", "BandwidthParams", "TimeoutParams", "SlowCloseParams",
            "SlicerParams", "LimitDataParams"]
 
-#: The targets of a network fault: the links the stack proxies.
+#: The targets of a network fault: the links the stack proxies (and those of the connectors' external systems).
 LINKS = ("kafka", "postgres")
+#: Every network fault acts on one direction of a link, and may target an external system's endpoint by name.
+_ON_A_LINK = {"stream": True, "endpoints": True}
 
 
 def _attribute(minimum: int, description: str) -> Any:
@@ -85,14 +87,14 @@ def _limit_data(rng: random.Random) -> dict[str, Any]:
     return {"bytes": rng.choice([1024, 65536])}
 
 
-@fault_kind("latency", targets=LINKS, params=LatencyParams, random_params=_latency, stream=True)
-@fault_kind("bandwidth", targets=LINKS, params=BandwidthParams, random_params=_bandwidth, stream=True)
-@fault_kind("timeout", targets=LINKS, params=TimeoutParams, random_params=_timeout, stream=True)
-@fault_kind("reset_peer", targets=LINKS, params=TimeoutParams, random_params=_reset_peer, stream=True)
-@fault_kind("slow_close", targets=LINKS, params=SlowCloseParams, random_params=_slow_close, stream=True)
-@fault_kind("slicer", targets=LINKS, params=SlicerParams, random_params=_slicer, stream=True)
-@fault_kind("limit_data", targets=LINKS, params=LimitDataParams, random_params=_limit_data, stream=True)
-@fault_kind("down", targets=LINKS, stream=True)
+@fault_kind("latency", targets=LINKS, params=LatencyParams, random_params=_latency, **_ON_A_LINK)
+@fault_kind("bandwidth", targets=LINKS, params=BandwidthParams, random_params=_bandwidth, **_ON_A_LINK)
+@fault_kind("timeout", targets=LINKS, params=TimeoutParams, random_params=_timeout, **_ON_A_LINK)
+@fault_kind("reset_peer", targets=LINKS, params=TimeoutParams, random_params=_reset_peer, **_ON_A_LINK)
+@fault_kind("slow_close", targets=LINKS, params=SlowCloseParams, random_params=_slow_close, **_ON_A_LINK)
+@fault_kind("slicer", targets=LINKS, params=SlicerParams, random_params=_slicer, **_ON_A_LINK)
+@fault_kind("limit_data", targets=LINKS, params=LimitDataParams, random_params=_limit_data, **_ON_A_LINK)
+@fault_kind("down", targets=LINKS, **_ON_A_LINK)
 class NetworkFault(Fault):
     """A Toxiproxy toxic on a link, or the link down (``down``)."""
 
@@ -100,7 +102,7 @@ class NetworkFault(Fault):
 
     def _link(self) -> Link:
         environment = self.environment
-        link = environment.kafka_link if self.spec.target == "kafka" else environment.postgres_link
+        link = environment.link(self.spec.target)
         if link is None:
             raise ConfigurationError(f"There is no Toxiproxy link to {self.spec.target} in this environment.",
                                      hint="Network faults need the local or testcontainers provider "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import random
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,12 @@ from streamcert.harness.faults.base import Fault, FaultContext
 if TYPE_CHECKING:
     from streamcert.harness.faults.schedule import FaultSpec
 
-__all__ = ["FaultParams", "NoParams", "FaultKind", "fault_kind", "kinds", "kind", "build_fault"]
+__all__ = ["FaultParams", "NoParams", "FaultKind", "fault_kind", "kinds", "kind", "build_fault", "ENDPOINT_NAME",
+           "stack_targets"]
+
+#: What an endpoint of a connector's external system may be called, as a fault's target.
+ENDPOINT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
+_OR_ENDPOINT = ", or the name of an endpoint of a connector's external system (ExternalSystem.endpoint_names)"
 
 F = TypeVar("F", bound=type[Fault])
 
@@ -68,6 +74,18 @@ class FaultKind:
     random_params: Callable[[random.Random], dict[str, Any]] | None
     #: True when the kind acts on one direction of a link (``upstream`` or ``downstream``).
     stream: bool
+    #: True when the kind may also target an endpoint of a connector's own external system, by its name
+    #: (:data:`ENDPOINT_NAME`; :mod:`streamcert.spi.external`): a link the stack made for that system.
+    endpoints: bool = False
+
+    def targets_text(self) -> str:
+        """The targets this kind takes, as a hint says them."""
+        return ", ".join(self.targets) + (_OR_ENDPOINT if self.endpoints else "")
+
+    def accepts(self, target: str) -> bool:
+        """Whether ``target`` is one this kind takes."""
+        return target in self.targets or (self.endpoints and bool(ENDPOINT_NAME.fullmatch(target))
+                                          and target not in stack_targets())
 
 
 _kinds: dict[str, FaultKind] = {}
@@ -77,7 +95,7 @@ _lock = threading.RLock()
 
 def fault_kind(name: str, *, targets: tuple[str, ...], params: type[FaultParams] = NoParams,
                random_params: Callable[[random.Random], dict[str, Any]] | None = None,
-               stream: bool = False) -> Callable[[F], F]:
+               stream: bool = False, endpoints: bool = False) -> Callable[[F], F]:
     """Class decorator: ``name`` is carried out by the decorated Fault class (stack one per kind).
 
     ``random_params`` may be left out when no parameter is required (generated entries then take none). Runs when
@@ -97,7 +115,7 @@ def fault_kind(name: str, *, targets: tuple[str, ...], params: type[FaultParams]
             if known is not None and known.fault_class is not cls:
                 raise ValueError(f"fault kind {name!r} is registered twice: by {_where(known.fault_class)} and "
                                  f"by {_where(cls)}")
-            _kinds[name] = FaultKind(name, cls, tuple(targets), params, random_params, stream)
+            _kinds[name] = FaultKind(name, cls, tuple(targets), params, random_params, stream, endpoints)
         return cls
 
     return register
@@ -131,6 +149,12 @@ def kind(name: str) -> FaultKind:
     return known[name]
 
 
+def stack_targets() -> frozenset[str]:
+    """Every target some fault kind names (``driver``, ``kafka``, ``executor``...): no external system's endpoint
+    may be called like one."""
+    return frozenset(target for found in kinds().values() for target in found.targets)
+
+
 def build_fault(spec: FaultSpec, context: FaultContext) -> Fault:
     """The fault object that carries out ``spec`` in ``context``: the one dispatch from a spec to a fault.
 
@@ -138,7 +162,7 @@ def build_fault(spec: FaultSpec, context: FaultContext) -> Fault:
     context without what the fault acts on, is a ConfigurationError here rather than when the fault strikes.
     """
     found = kind(spec.fault)
-    if spec.target not in found.targets:
+    if not found.accepts(spec.target):
         raise ConfigurationError(f"Fault {spec.fault!r} cannot target {spec.target!r}.",
-                                 hint=f"Targets for {spec.fault}: {', '.join(found.targets)}.")
+                                 hint=f"Targets for {spec.fault}: {found.targets_text()}.")
     return found.fault_class(spec, context)

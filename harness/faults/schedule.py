@@ -21,11 +21,12 @@ import random
 import sys
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator,
+                      model_validator)
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults import registry
-from streamcert.harness.faults.registry import FaultKind, FaultParams
+from streamcert.harness.faults.registry import ENDPOINT_NAME, FaultKind, FaultParams
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 
 __all__ = ["SCHEMA_VERSION", "SCHEMA_FILE", "STREAMS", "PROFILES", "FaultSpec", "parse", "dumps", "generate",
@@ -98,6 +99,13 @@ def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
+def _target_type(kind: FaultKind) -> Any:
+    """The kind's targets; for a network kind, also any endpoint name of a connector's external system."""
+    if not kind.endpoints:
+        return Literal[kind.targets]
+    return Literal[kind.targets] | Annotated[str, Field(pattern=f"^{ENDPOINT_NAME.pattern}$")]
+
+
 def _entry_model(kind: FaultKind) -> type[BaseModel]:
     streams = STREAMS if kind.stream else ("downstream",)
     # a kind with a required parameter needs params; the others default to none given
@@ -108,7 +116,7 @@ def _entry_model(kind: FaultKind) -> type[BaseModel]:
         __config__=ConfigDict(extra="forbid", strict=True, title=f"{kind.name} fault"),
         __doc__=(kind.fault_class.__doc__ or kind.name).strip().split("\n")[0],
         fault=(Literal[kind.name], ...),
-        target=(Literal[kind.targets], ...),
+        target=(_target_type(kind), ...),
         at_s=(_Seconds, Field(description="When the fault starts, in seconds from the start of the timeline "
                                           "(or from the stop of entry `after`).")),
         duration_s=(_Seconds, Field(description="How long the fault lasts before it is healed, in seconds.")),
@@ -116,7 +124,19 @@ def _entry_model(kind: FaultKind) -> type[BaseModel]:
         stream=(Literal[streams], Field("downstream", description="The direction of a network fault.")),
         after=(int | None, Field(None, ge=0, description="Index of an earlier entry: start `at_s` seconds after "
                                                          "that entry stopped.")),
+        __validators__={"target_is_a_link": field_validator("target")(_a_link_of(kind))} if kind.endpoints else None,
     )
+
+
+def _a_link_of(kind: FaultKind) -> Any:
+    """A check that an endpoint's name is not one of the stack's other targets (``driver``, ``executor``...): a
+    network fault that names one is a mistake, not an endpoint."""
+    def check(target: str) -> str:
+        if target not in kind.targets and target in registry.stack_targets():
+            raise ValueError(f"{target!r} is not a link")
+        return target
+
+    return check
 
 
 @functools.lru_cache(maxsize=4)
@@ -179,7 +199,7 @@ def _explain_one(error: dict[str, Any], raw: dict[str, Any]) -> tuple[str, str]:
     kind = registry.kinds().get(fault) if isinstance(fault, str) else None
     if field == "target" and kind is not None:
         return (f"fault {fault!r} cannot target {raw.get('target')!r}",
-                f"Targets for {fault}: {', '.join(kind.targets)}.")
+                f"Targets for {fault}: {kind.targets_text()}.")
     if field in ("at_s", "duration_s"):
         return (f"{field} must be a number >= 0 (seconds, finite), got {raw.get(field)!r}",
                 "at_s is when the fault starts after the run begins; duration_s how long it lasts.")

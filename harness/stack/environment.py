@@ -39,6 +39,7 @@ from streamcert.harness.stack.readiness import kafka_readiness, postgres_readine
 from streamcert.harness.stack.resources import KafkaServer, PostgresServer, ToxiproxyServer
 from streamcert.harness.stack.runs import ReapReport, RunRecord, reap_orphans, register_run, unregister_run
 from streamcert.harness.stack.spark import SparkConfig, SparkResource
+from streamcert.harness.stack.external import ExternalSystems
 from streamcert.harness.stack.toxiproxy import Link, LinkGroup, LocalToxiproxy, ToxiproxyApi
 
 __all__ = ["EnvironmentConfig", "Endpoints", "Environment"]
@@ -95,6 +96,7 @@ class Environment:
         self.startup_seconds: float | None = None
         self.reaped: ReapReport | None = None
         self._started = False
+        self._systems: ExternalSystems | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -146,8 +148,8 @@ class Environment:
     def stop(self) -> None:
         """Stop everything in reverse order; idempotent, safe before ``start``."""
         errors = []
-        for action in (self._stop_spark, self._stop_postgres, self._stop_kafka, self._stop_toxiproxy,
-                       self._stop_network):
+        for action in (self._stop_systems, self._stop_spark, self._stop_postgres, self._stop_kafka,
+                       self._stop_toxiproxy, self._stop_network):
             try:
                 action()
             except Exception as exc:  # keep stopping the rest; report after
@@ -185,6 +187,33 @@ class Environment:
             postgres_dsn=_dsn_via(pg_direct, self.postgres_link) if pg_direct else None,
             postgres_direct_dsn=pg_direct,
         )
+
+    @property
+    def systems(self) -> ExternalSystems:
+        """The connectors' own external systems (:mod:`streamcert.spi.external`), started on first use and stopped
+        with the stack; their links are made on this stack's Toxiproxy when it runs on this machine (a container's
+        cannot reach a process on the host's loopback: there, connectors get the systems' own addresses)."""
+        if self._systems is None:
+            if self.workdir is None:
+                raise ConfigurationError("The stack has not started: it has no external systems yet.",
+                                         hint="Start the Environment first (with Environment(...) as env: ...).")
+            api = self.toxiproxy_api if self.provider != "testcontainers" else None
+            self._systems = ExternalSystems(self.workdir, api, self.run_token)
+        return self._systems
+
+    def link(self, name: str) -> Link | LinkGroup | None:
+        """The Toxiproxy link called ``name``: ``kafka``, ``postgres``, or an endpoint of a connector's external
+        system started for this stack; None when there is none."""
+        if name == "kafka":
+            return self.kafka_link
+        if name == "postgres":
+            return self.postgres_link
+        return self._systems.link(name) if self._systems is not None else None
+
+    def _stop_systems(self) -> None:
+        systems, self._systems = self._systems, None
+        if systems is not None:
+            systems.stop()
 
     @property
     def toxiproxy_api(self) -> ToxiproxyApi | None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from streamcert.spi.errors import ConfigurationError
+from streamcert.spi.external import ExternalSystem
 
 #: What a requirement id looks like (SRC-1, SNK-8, GEN-2, ...): a claim of this shape must name a known one.
 _REQUIREMENT_ID = re.compile(r"[A-Z]{2,5}-\d+")
@@ -74,21 +75,35 @@ class QueryContext:
     parallelism: int = 2
     options: Mapping[str, Any] = field(default_factory=dict)
     connector_options: Mapping[str, str] = field(default_factory=dict)
+    #: The endpoints of the external systems of the query's connectors (:mod:`streamcert.spi.external`), by name,
+    #: each ``host:port`` of its Toxiproxy link: read them with :meth:`endpoint`.
+    endpoints: Mapping[str, str] = field(default_factory=dict)
 
     def option(self, name: str, default: Any = None) -> Any:
         """The scenario's value of option ``name``, else ``default``."""
         return self.options.get(name, default)
 
+    def endpoint(self, name: str) -> str:
+        """The address (through the fault proxy) of endpoint ``name`` of a connector's external system; ``kafka``
+        and ``postgres`` are the stack's own (:attr:`bootstrap_servers`, :attr:`postgres_dsn`)."""
+        known = {"kafka": self.bootstrap_servers, "postgres": self.postgres_dsn, **self.endpoints}
+        if not known.get(name):
+            raise ConfigurationError(f"This query has no endpoint {name!r}.",
+                                     hint=f"Endpoints: {', '.join(sorted(k for k, v in known.items() if v))}; an "
+                                          "external system names its own in ExternalSystem.endpoints().")
+        return str(known[name])
+
     def to_dict(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, "input_topic": self.input_topic,
                 "output": self.output, "checkpoint": self.checkpoint, "run_id": self.run_id,
                 "postgres_dsn": self.postgres_dsn, "parallelism": self.parallelism, "options": dict(self.options),
-                "connector_options": dict(self.connector_options)}
+                "connector_options": dict(self.connector_options), "endpoints": dict(self.endpoints)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "QueryContext":
         return cls(**{**data, "options": dict(data.get("options") or {}),
-                      "connector_options": dict(data.get("connector_options") or {})})
+                      "connector_options": dict(data.get("connector_options") or {}),
+                      "endpoints": dict(data.get("endpoints") or {})})
 
 
 class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract method
@@ -210,9 +225,14 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
 
 class SourceConnector(Connector):
     """A streaming source. The harness seeds ``context.input_topic`` with the workload and pairs the source with
-    an exactly-once sink to judge it."""
+    an exactly-once sink to judge it.
+
+    ``input_system``: the external system the source reads (:mod:`streamcert.spi.external`), whose writer the
+    harness loads the workload with; None (the default) is a Kafka topic of the stack.
+    """
 
     kind: ClassVar[str] = "source"
+    input_system: ExternalSystem | None = None
 
     @abstractmethod
     def read(self, spark: Any, context: QueryContext) -> Any:
@@ -235,6 +255,9 @@ class SinkConnector(Connector):
 
     kind: ClassVar[str] = "sink"
     output_kind: str = "kafka"
+    #: The external system the sink writes (:mod:`streamcert.spi.external`), whose reader the harness reads the
+    #: output back with; None (the default): the output kind's own reader.
+    output_system: ExternalSystem | None = None
     #: Partitions of the output the harness makes before the query starts (a ``kafka`` topic's).
     output_partitions: int = 1
 

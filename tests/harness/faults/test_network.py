@@ -150,7 +150,7 @@ class _RecordingLink:
 
 def test_only_the_attributes_the_schedule_gives_reach_toxiproxy(tmp_path):
     link = _RecordingLink()
-    env = SimpleNamespace(kafka_link=link, postgres_link=None)
+    env = SimpleNamespace(link={"kafka": link}.get)
     fault = build_fault(FaultSpec("slicer", "kafka", 0, 1, {"average_size": 32}, "upstream"),
                         _context(env, History(), tmp_path))
     fault.start()
@@ -163,7 +163,7 @@ def test_a_network_fault_without_a_link_or_an_environment_is_a_clear_error(tmp_p
         build_fault(FaultSpec("down", "kafka", 0, 1), FaultContext(history=History(), workdir=tmp_path))
     assert "FaultContext(environment=" in str(info.value)
     fault = build_fault(FaultSpec("down", "postgres", 0, 1),
-                        _context(SimpleNamespace(kafka_link=None, postgres_link=None), History(), tmp_path))
+                        _context(SimpleNamespace(link=lambda name: None), History(), tmp_path))
     with pytest.raises(ConfigurationError, match="no Toxiproxy link to postgres"):
         fault.start()
     assert fault.active is False

@@ -8,7 +8,7 @@ import pytest
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults import schedule as schedule_module
-from streamcert.harness.faults.registry import kinds
+from streamcert.harness.faults.registry import ENDPOINT_NAME, kinds
 from streamcert.harness.faults.schedule import (
     PROFILES,
     SCHEMA_FILE,
@@ -200,8 +200,9 @@ def test_the_schema_names_every_kind_with_its_targets_and_parameters():
     mapping = defs["FaultSchedule"]["properties"]["faults"]["items"]["discriminator"]["mapping"]
     assert set(mapping) == set(kinds())
     latency = defs["LatencyEntry"]["properties"]
-    assert latency["target"]["enum"] == ["kafka", "postgres"] and latency["stream"]["enum"] == ["upstream",
-                                                                                                "downstream"]
+    links, endpoint = latency["target"]["anyOf"]
+    assert links["enum"] == ["kafka", "postgres"] and latency["stream"]["enum"] == ["upstream", "downstream"]
+    assert endpoint["pattern"] == f"^{ENDPOINT_NAME.pattern}$"  # or an external system's endpoint, by name
     assert defs["LatencyParams"]["properties"]["latency"]["minimum"] == 0
     assert defs["BandwidthParams"]["properties"]["rate"]["minimum"] == 1
     assert defs["RescaleEntry"]["required"] == ["fault", "target", "at_s", "duration_s", "params"]
@@ -222,3 +223,14 @@ def test_the_schema_tracks_the_registry(monkeypatch):
     assert smaller != json.loads(before)
     assert set(smaller["$defs"]["FaultSchedule"]["properties"]["faults"]["items"]["discriminator"]["mapping"]) == {
         "down", "latency"}
+
+
+def test_a_network_fault_may_name_an_external_systems_endpoint_but_not_another_kinds_target():
+    [entry] = parse([{"fault": "latency", "target": "ledger", "at_s": 0, "duration_s": 1,
+                      "params": {"latency": 100}}])
+    assert entry.target == "ledger"
+    for wrong in ("driver", "executor", "9lives"):
+        with pytest.raises(ConfigurationError, match="cannot target"):
+            parse([{"fault": "down", "target": wrong, "at_s": 0, "duration_s": 1}])
+    with pytest.raises(ConfigurationError, match="cannot target"):
+        parse([{"fault": "driver_kill", "target": "ledger", "at_s": 0, "duration_s": 1}])

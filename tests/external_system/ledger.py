@@ -1,0 +1,162 @@
+"""A connector to a kind of system streamcert does not ship, declared entirely outside the package: the commit-log
+server of :mod:`tests.external_system.ledger_server`, its :class:`~streamcert.spi.external.ExternalSystem` (a local
+process behind a Toxiproxy link, read back by commit) and two sinks that write it with ``foreachBatch``:
+``SINK`` commits each batch under an id made of the run and the batch (a replayed batch is ignored: exactly-once),
+``AT_LEAST_ONCE_SINK`` under a fresh id each time (a replay is written again)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from streamcert.spi import ConfigurationError, QueryContext, SinkConnector
+from streamcert.spi.external import Endpoint, ExternalSystem, Leftovers, OutputReader, VisibleRecord
+
+_ALL = {f"SNK-{n}" for n in range(1, 9)} | {f"GEN-{n}" for n in range(1, 4)}
+
+
+def request(address: str, payload: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    """One request to the server at ``host:port`` and its answer."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+        connection.sendall((json.dumps(payload) + "\n").encode())
+        answer = connection.makefile("rb").readline()
+    if not answer:
+        raise ConnectionError(f"the ledger server at {address} closed the connection without answering")
+    return json.loads(answer)
+
+
+class LedgerReader(OutputReader):
+    """Reads table ``name`` by position; records of one commit share its order."""
+
+    idle_s = 0.1
+
+    def __init__(self, name: str, address: str) -> None:
+        self.name, self.address, self._next = name, address, 0
+
+    def read_new(self) -> list[VisibleRecord]:
+        rows = request(self.address, {"op": "scan", "table": self.name, "from": self._next})["records"]
+        self._next += len(rows)
+        return [VisibleRecord(base64.b64decode(value), base64.b64decode(key), commit,
+                              {"ledger_position": position, "commit": commit})
+                for position, commit, key, value in rows]
+
+    def visible_mark(self) -> int:
+        return request(self.address, {"op": "count", "table": self.name})["records"]
+
+    def leftovers(self) -> Leftovers:
+        # a commit is one request: the server holds nothing a failed writer could leave half done
+        return Leftovers(found=(), counts=request(self.address, {"op": "count", "table": self.name}))
+
+    def transient(self, error: Exception) -> bool:
+        return isinstance(error, OSError)
+
+
+class LedgerSystem(ExternalSystem):
+    """The ledger server as a local process: killed and restarted on the same port and data."""
+
+    name = "test-ledger"
+    endpoint_names = ("ledger",)
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+        self._port = 0
+        self._folder: Path | None = None
+
+    def start(self, workdir: str) -> None:
+        self._folder = Path(workdir)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self._port = probe.getsockname()[1]
+        self._spawn()
+
+    def _spawn(self) -> None:
+        assert self._folder is not None
+        log = open(self._folder / "server.log", "ab")
+        self._process = subprocess.Popen([sys.executable, "-m", "tests.external_system.ledger_server",
+                                          str(self._port), str(self._folder / "ledger.jsonl")], stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=str(Path(__file__).resolve().parents[2]))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                request(f"127.0.0.1:{self._port}", {"op": "count", "table": "-"}, timeout=1)
+                return
+            except OSError:
+                if self._process.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise ConfigurationError(f"The ledger server did not answer on port {self._port}.",
+                                 hint=f"Look at {self._folder / 'server.log'}.")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(10)
+            self._process = None
+
+    def endpoints(self) -> dict[str, Endpoint]:
+        return {"ledger": Endpoint("127.0.0.1", self._port)}
+
+    def output_name(self, stem: str, run_id: str, workdir: str) -> str:
+        return f"{stem}-{run_id}"
+
+    def reader(self, name: str, endpoints: dict[str, str]) -> LedgerReader:
+        return LedgerReader(name, endpoints["ledger"])
+
+    def kill(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGKILL)
+            self._process.wait(10)
+            self._process = None
+
+    def restart(self) -> None:
+        self.kill()
+        self._spawn()
+
+
+SYSTEM = LedgerSystem()
+
+
+class LedgerSink(SinkConnector):
+    """Writes each micro-batch as one commit of the ledger table ``context.output``, from the driver."""
+
+    name = "test-ledger-sink"
+    output_system = SYSTEM
+    claims = frozenset({"SNK-1"})
+    unclaimed = {req: "the test certifies SNK-1 only" for req in sorted(_ALL - {"SNK-1"})}
+    #: whether a replayed batch keeps its commit id (the exactly-once one) or gets a new one
+    idempotent = True
+
+    def write(self, frame: Any, context: QueryContext) -> Any:
+        address, table, run_id, idempotent = context.endpoint("ledger"), context.output, context.run_id, self.idempotent
+
+        def commit(batch: Any, batch_id: int) -> None:
+            rows = [[_b64(row["key"]), _b64(row["value"])] for row in batch.select("key", "value").collect()]
+            txn = f"{run_id}-{batch_id}" if idempotent else uuid.uuid4().hex
+            answer = request(address, {"op": "commit", "table": table, "txn": txn, "records": rows}, timeout=60)
+            if not answer.get("ok"):
+                raise RuntimeError(f"the ledger refused batch {batch_id}: {answer}")
+
+        return frame.writeStream.foreachBatch(commit).option("checkpointLocation", context.checkpoint)
+
+
+def _b64(data: Any) -> str:
+    return base64.b64encode(bytes(data or b"")).decode()
+
+
+class AtLeastOnceLedgerSink(LedgerSink):
+    name = "test-ledger-sink-at-least-once"
+    idempotent = False
+    claims = frozenset({"SNK-1"})
+
+
+SINK = LedgerSink()
+AT_LEAST_ONCE_SINK = AtLeastOnceLedgerSink()

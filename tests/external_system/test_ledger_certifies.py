@@ -1,0 +1,40 @@
+"""The external-system SPI is general: a system streamcert does not ship (a commit-log server started by the test's
+own :class:`~streamcert.spi.external.ExternalSystem`, reached through a Toxiproxy link, read back by commit) certifies
+end to end, and the same checks that judge the shipped outputs find a replay written twice in it."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.conformance.certify import certify, prepare
+from streamcert.spi.external import ExternalSystem, OutputReader
+from tests.external_system.ledger import SYSTEM, LedgerReader, LedgerSystem
+
+
+def test_the_ledger_declares_a_system_that_satisfies_the_spi():
+    assert isinstance(SYSTEM, ExternalSystem) and issubclass(LedgerReader, OutputReader)
+    assert LedgerSystem().faults() == ("kill", "restart")
+    assert LedgerSystem().endpoints().keys() == {"ledger"}
+
+
+def _run(sink: str, stack, tmp_path) -> tuple:
+    result = certify(prepare([f"tests.external_system.ledger:{sink}"], ["SNK-1"], seed=1, quick=True), tmp_path,
+                     environment=stack)
+    [verdict] = result.verdicts
+    checks = {check["name"]: check for run in verdict.evidence["runs"] for check in run["checks"]}
+    return verdict, checks
+
+
+@pytest.mark.integration
+def test_an_idempotent_sink_to_a_system_of_its_own_passes_snk_1_across_kills(stack, tmp_path):
+    verdict, checks = _run("SINK", stack, tmp_path)
+    assert verdict.verdict == "pass", verdict.reason
+    assert checks["lost"]["valid"] is True and checks["duplicate"]["valid"] is True
+    assert checks["fault_reached"]["valid"] is True  # the kills struck; the reader read through the restarts
+
+
+@pytest.mark.integration
+def test_a_sink_that_writes_a_replay_again_fails_snk_1_with_duplicates_read_back_by_its_system(stack, tmp_path):
+    verdict, checks = _run("AT_LEAST_ONCE_SINK", stack, tmp_path)
+    assert verdict.verdict == "fail", verdict.reason
+    assert checks["duplicate"]["valid"] is False and checks["duplicate"]["counts"]["duplicated_ids"] > 0
