@@ -107,6 +107,10 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
     for reference, connector in connectors.items():
         certification.runs += plan(reference, connector, seed, quick, wanted, cooperative)
         certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
+    for run in certification.runs:
+        why = _wrong_spark(certification.connectors[run.connector]) if run.connector in connectors else None
+        if why is not None:
+            certification.skipped_runs[(run.connector, run.name)] = why
     failover = any(run.brokers > 1 for run in certification.runs)
     certification.runs[:0] = cluster_runs(seed, wanted, failover)
     if spark_master is not None:
@@ -117,6 +121,17 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
                 certification.skipped_runs[(run.connector, run.name)] = moved
             certification.runs.append(run if isinstance(moved, str) else moved)
     return certification
+
+
+def _wrong_spark(connector: Connector) -> str | None:
+    """Why ``connector`` cannot run on this interpreter's Spark (None: it can)."""
+    import pyspark
+
+    version = pyspark.__version__
+    if not connector.spark_versions or ".".join(version.split(".")[:2]) in connector.spark_versions:
+        return None
+    return (f"{connector.name} runs on Spark {', '.join(connector.spark_versions)} (its jars are built for it) and "
+            f"this certification runs Spark {version}: certify it where pyspark matches (tox -e spark41)")
 
 
 def on_master(run: PlannedRun, master: str) -> PlannedRun | str:

@@ -24,7 +24,26 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+try:
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                                  SupportsTriggerAvailableNow)
+    #: Whether this Spark hands a Python source its read limit (4.2 and later)
+    READ_LIMITS = True
+except ImportError:  # Spark 4.1: latestOffset() gets no start and no limit; a source caps batches by itself
+    READ_LIMITS = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Spark 4.1 has no AvailableNow hook for Python sources (it runs them to the latest offsets it sees)."""
+
+    class ReadLimit:  # type: ignore[no-redef]
+        pass
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_rows: int) -> None:
+            self.max_rows = max_rows
 
 from .assignment import assign
 from .kafka_offsets import Offsets, from_json, limit_rows, ranges, to_json
@@ -84,10 +103,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._known: dict[str, list[int]] = {}
         self._discovered_at = 0.0
         self._target: Offsets | None = None
+        #: the end offsets of the batch planned last (Spark 4.1 does not pass a batch's start)
+        self._planned_end: dict | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get a copy for read(); clients are per process and rebuilt there.
-        return {"options": self.options, "_admin": None, "_known": {}, "_discovered_at": 0.0, "_target": None}
+        return {"options": self.options, "_admin": None, "_known": {}, "_discovered_at": 0.0, "_target": None,
+                "_planned_end": None}
 
     # -- broker state (driver) ------------------------------------------------------
 
@@ -174,7 +196,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         """Called once, for a query without a checkpoint: where reading starts."""
-        return to_json(self._broker_offsets(self.options.starting_offsets))
+        self._planned_end = to_json(self._broker_offsets(self.options.starting_offsets))
+        return self._planned_end
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records_per_batch:
@@ -185,9 +208,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Called once at the start of an AvailableNow query: fix the end it must stop at."""
         self._target = self._broker_offsets("latest")
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """Called before each batch: the end offsets the next batch may read up to."""
-        begin = from_json(start)
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """Called before each batch: the end offsets the next batch may read up to.
+
+        Spark 4.2 and later pass the batch's start and read limit. Spark 4.1 passes neither: the start is then the
+        end this reader planned last (the initial offsets of a new query), and unknown for the first batch after a
+        restart, which then reads up to the latest offsets uncapped (the checkpoint is not the reader's to read)."""
+        if start is None:
+            start = self._planned_end
+            limit = self.getDefaultReadLimit() if start is not None else ReadAllAvailable()
+        begin = from_json(start) if start is not None else {}
         end = self._target if self._target is not None else self._broker_offsets("latest")
         # Never move a partition backwards (an end below the start would mean the log was truncated).
         end = {t: {p: max(o, begin.get(t, {}).get(p, 0)) for p, o in parts.items()} for t, parts in end.items()}
@@ -196,7 +226,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end.setdefault(topic, {}).setdefault(partition, offset)
         if isinstance(limit, ReadMaxRows):
             end = limit_rows(begin, end, limit.max_rows)
-        return to_json(end)
+        self._planned_end = to_json(end)
+        return self._planned_end
 
     def reportLatestOffset(self) -> dict | None:
         return None

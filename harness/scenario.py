@@ -242,7 +242,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         if scenario.warm_up_records:
             run.history.record("warm-up", **_produce_unrecorded(
                 context.bootstrap_servers, context.input_topic, scenario.warm_up_records, scenario.workload,
-                first_id=WARM_UP_ID_BASE))
+                first_id=WARM_UP_ID_BASE, writer=run.writer))
         run.driver.start()
         run.history.record("driver-start", attempt=run.driver.attempt)
         timeline = _start_timeline(scenario, run)
@@ -250,7 +250,8 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
             run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
         if scenario.records_after_start:
             run.history.record("load-after-start", **_produce_unrecorded(
-                context.bootstrap_servers, context.input_topic, scenario.records_after_start, scenario.workload))
+                context.bootstrap_servers, context.input_topic, scenario.records_after_start, scenario.workload,
+                writer=run.writer))
         if not scenario.load_before_start:
             ledger = _load(scenario, context, workdir, result, run.writer)
             run.history.record("load-done", **ledger.counts())
@@ -264,7 +265,10 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
             run.history.record("driver-ended", **_wait_for_exit(run.driver, scenario.quiet_timeout_s))
         run.history.record("quiesced", **waited, seen=run.observer.count(),
                            observer_transient_errors=run.observer.transient_errors)
-        run.history.record("driver-stop", **run.driver.stop_gracefully(scenario.stop_timeout_s))
+        stopped = run.driver.stop_gracefully(scenario.stop_timeout_s)
+        run.history.record("driver-stop", **stopped)
+        if not stopped.get("running", True) and stopped.get("query_error"):
+            result.error = f"the query failed: {stopped['query_error']}"
         output = _without_warm_up(_with_keys(run.observer.frame(), run.observer, ledger.frame),
                                   scenario.warm_up_records)
         result.evidence = _save_evidence(ledger, output, workdir)
@@ -396,12 +400,9 @@ def _make_input(env: Any, scenario: Scenario, source: Connector, context: QueryC
         create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions,
                      settings=scenario.topics)
         return None
-    unsupported = [name for name in ("records_after_start", "warm_up_records") if getattr(scenario, name)]
     if scenario.load == "open_loop":
-        unsupported.append("load='open_loop'")
-    if unsupported:
-        raise ConfigurationError(f"Scenario {scenario.name!r} asks for {', '.join(unsupported)}, which produce into "
-                                 f"a Kafka topic; source {source.name!r} reads {system.name!r}.",
+        raise ConfigurationError(f"Scenario {scenario.name!r} asks for load='open_loop', whose users produce into a "
+                                 f"Kafka topic; source {source.name!r} reads {system.name!r}.",
                                  hint="Pace the load with workload.rate instead (its system's writer keeps it).")
     writer = system.writer(context.input_topic, env.systems.started(system).direct)
     writer.prepare(scenario.workload.partitions)
@@ -490,15 +491,23 @@ def _without_warm_up(output: pd.DataFrame, count: int) -> pd.DataFrame:
 
 
 def _produce_unrecorded(bootstrap: str, topic: str, count: int, workload: WorkloadSpec,
-                        first_id: int = UNRECORDED_ID_BASE) -> dict[str, Any]:
-    """``count`` records with ids from ``first_id``, keys of their own; never in the ledger."""
+                        first_id: int = UNRECORDED_ID_BASE, writer: Any = None) -> dict[str, Any]:
+    """``count`` records with ids from ``first_id``, keys of their own; never in the ledger. Into the Kafka input
+    topic, or with the source's system's ``writer`` (one write per ``transaction_records``)."""
     from streamcert.harness.run.workload import encode_value
     from streamcert.harness.stack.kafka_clients import produce
+    from streamcert.spi.external import InputRecord
 
     now = time.time()
     records = [(f"unrecorded-{i % 7}".encode(), encode_value(first_id + i, i, now, workload.record_bytes))
                for i in range(count)]
-    acked = produce(bootstrap, topic, records)
+    if writer is None:
+        acked = produce(bootstrap, topic, records)
+    else:
+        step = workload.transaction_records
+        for start in range(0, count, step):
+            writer.write([InputRecord(key, value) for key, value in records[start:start + step]])
+        acked = count
     return {"first_id": first_id, "count": count, "acknowledged": acked}
 
 
@@ -572,8 +581,10 @@ def _start_timeline(scenario: Scenario, run: _Run) -> threading.Thread:
             stopped[index].set()
 
     def timeline() -> None:
-        if scenario.faults_after_output > 0:
-            _wait_for_output(run, scenario.faults_after_output)
+        if scenario.faults_after_output > 0 and not _wait_for_output(run, scenario.faults_after_output):
+            for index in range(len(scenario.schedule)):
+                stopped[index].set()
+            return
         began = time.monotonic()
         threads = [threading.Thread(target=carry_out, args=(index, began), name=f"fault-{spec.fault}", daemon=True)
                    for index, spec in enumerate(scenario.schedule)]
@@ -597,11 +608,18 @@ def _recorded(history: History, spec: FaultSpec, phase: str, action) -> None:
         history.record("fault-error", fault=spec.fault, phase=phase, error=f"{type(exc).__name__}: {exc}")
 
 
-def _wait_for_output(run: _Run, records: int) -> None:
+def _wait_for_output(run: _Run, records: int) -> bool:
+    """Wait until the output shows ``records`` (at most :data:`_OUTPUT_GATE_S`); False when the driver exited first
+    (a query that failed to start: its faults would only restart it to fail again)."""
     deadline = time.monotonic() + _OUTPUT_GATE_S
-    while run.observer.count() < records and time.monotonic() < deadline:
+    while run.observer.count() < records and time.monotonic() < deadline and run.driver.is_running():
         time.sleep(0.1)
+    if run.observer.count() < records and not run.driver.is_running():
+        run.history.record("fault-timeline-start", output_records=run.observer.count(), wanted=records,
+                           driver_exited=True, query_error=run.driver.query_error())
+        return False
     run.history.record("fault-timeline-start", output_records=run.observer.count(), wanted=records)
+    return True
 
 
 # -- reading the output back -----------------------------------------------------------------

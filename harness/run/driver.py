@@ -302,8 +302,13 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_term)
-    built = load_builder(spec.builder)(spark, {**spec.params, "checkpoint": spec.checkpoint})
-    query = built.start() if hasattr(built, "start") and not hasattr(built, "awaitTermination") else built
+    try:
+        built = load_builder(spec.builder)(spark, {**spec.params, "checkpoint": spec.checkpoint})
+        query = built.start() if hasattr(built, "start") and not hasattr(built, "awaitTermination") else built
+    except Exception as exc:  # the query could not be built or started: say why, as a failed query does
+        emit("failed", error=f"{type(exc).__name__}: {exc}\n{_last_frames(exc)}")
+        events.close()
+        return 1
     try:
         while query.isActive and not stopping.is_set():
             query.awaitTermination(0.2)
@@ -316,6 +321,13 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
         _drain_listeners(spark)
         events.close()
     return 0
+
+
+def _last_frames(exc: BaseException, frames: int = 4) -> str:
+    """Where ``exc`` was raised: the last frames of its traceback (a connector's import or build error)."""
+    import traceback
+
+    return "".join(traceback.format_tb(exc.__traceback__)[-frames:])
 
 
 def _drain_listeners(spark: Any, timeout_ms: int = 10_000) -> None:

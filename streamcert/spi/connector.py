@@ -121,6 +121,9 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
     unclaimed: Mapping[str, str] = {}
     #: Spark settings the query's session needs for this connector (a state store provider, say).
     spark_conf: Mapping[str, str] = {}
+    #: The Spark versions (``major.minor``: ``"4.1"``) the connector runs on, when not every one: a jar built for
+    #: one Spark (Delta Lake's) breaks on another. On any other, its runs are skipped with the reason. Empty: any.
+    spark_versions: tuple[str, ...] = ()
     #: Maven coordinates (``group:artifact:version``) of the jars Spark must load for it, e.g. Spark's own Kafka
     #: connector. The harness resolves each one alone, not its dependencies (pyspark ships most of them): list
     #: every jar pyspark lacks. They reach the query as ``spark.jars``.

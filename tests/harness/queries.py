@@ -33,3 +33,8 @@ def rate_to_files(spark, params):
     frame = spark.readStream.format("rate").option("rowsPerSecond", str(params.get("rows_per_second", 20))).load()
     return (frame.writeStream.format("parquet").option("path", params["path"])
             .option("checkpointLocation", params["checkpoint"]).trigger(processingTime="0 seconds"))
+
+
+def unbuildable(spark, params):
+    """A query whose connector cannot even be imported on this Spark (the driver must say so, not hang)."""
+    raise ModuleNotFoundError("No module named 'pyspark.sql.streaming.not_here'")

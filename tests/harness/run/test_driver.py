@@ -69,6 +69,18 @@ def test_a_failing_query_reports_its_error_and_exits(tmp_path):
 
 
 @pytest.mark.integration
+def test_a_query_that_cannot_be_built_reports_why_and_exits(tmp_path):
+    driver = DriverProcess(QuerySpec("tests.harness.queries:unbuildable", str(tmp_path / "ck"), master="local[1,1]"),
+                           tmp_path / "driver")
+    with driver:
+        driver.wait_for(lambda d: not d.is_running(), "the driver to exit", timeout=120)
+    assert driver.exit_code() == 1
+    assert driver.query_error() == "ModuleNotFoundError: No module named 'pyspark.sql.streaming.not_here'"
+    [failed] = [e for e in driver.events() if e["event"] == "failed"]
+    assert "queries.py" in failed["error"]  # where it was raised: the author's own frames
+
+
+@pytest.mark.integration
 def test_a_stop_lands_between_batches_that_run_back_to_back(tmp_path):
     """Batches of 0.4 s with a "0 seconds" trigger leave no gap to find: the stop makes one (a poll for a gap
     finds none, or stops "while idle" by luck, leaving a planned batch when its luck fails)."""
