@@ -30,13 +30,13 @@ SCHEMA_FILE = SCHEMAS_DIR / "certification.schema.json"
 def versions() -> dict[str, str | None]:
     """The versions a verdict depends on: streamcert, Spark, Kafka, Python, Java, Spark's Kafka connector."""
     from streamcert import __version__
-    from streamcert.connectors.spark_builtin import SPARK_KAFKA_PACKAGES
+    from streamcert.connectors.spark_builtin import kafka_packages
     from streamcert.harness.stack.install import KAFKA_VERSION
 
     machine = machine_info()
     return {"streamcert": __version__, "spark": machine["pyspark"], "kafka": KAFKA_VERSION,
             "python": machine["python"], "java": machine["java"], "git_commit": machine["git_commit"],
-            "spark_kafka_connector": SPARK_KAFKA_PACKAGES[0].rsplit(":", 1)[-1]}
+            "spark_kafka_connector": kafka_packages(machine["pyspark"] or "")[0].rsplit(":", 1)[-1]}
 
 
 class RunSummary(BaseModel):

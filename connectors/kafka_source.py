@@ -234,6 +234,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """Called on the driver per batch: group the batch's ranges into reader tasks by the seed rule."""
+        self._planned_end = end  # a replayed batch is planned without latestOffset: the next one starts here
         work = ranges(from_json(start), from_json(end))
         if not work:
             return []

@@ -50,7 +50,7 @@ from streamcert.harness.run.settle import Settling, wait_until_seen
 from streamcert.harness.run.workload import WorkloadSpec, load_topic
 from streamcert.harness.stack.install import ensure_jars
 from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids, create_topic
-from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, validate_master
+from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, pyspark_version, validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
 from streamcert.harness.verify.arrival import arrival_times
@@ -447,7 +447,7 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
     for spec in scenario.schedule:  # what the run's faults need of the driver (the status API, say)
         spark_conf.update(fault_kind(spec.fault).fault_class.spark_conf)
     spark_conf.update(scenario.spark_conf)
-    packages = list(dict.fromkeys(p for c in present for p in c.spark_packages))
+    packages = list(dict.fromkeys(p for c in present for p in c.packages_for(pyspark_version())))
     jars = [str(path) for path in ensure_jars(packages)]  # resolved here, once, not by each driver attempt
     if jars:
         spark_conf["spark.jars"] = ",".join(filter(None, [spark_conf.get("spark.jars", ""), *jars]))

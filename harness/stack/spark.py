@@ -27,8 +27,8 @@ from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 
-__all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "validate_master", "refuse_unreachable_master",
-           "spark_session", "stop_spark", "SparkResource"]
+__all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "pyspark_version", "validate_master",
+           "refuse_unreachable_master", "spark_session", "stop_spark", "SparkResource"]
 
 DEFAULT_MASTER = "local[2,3]"
 #: The master that asks streamcert to start a standalone cluster of its own (a master and worker JVMs).
@@ -67,6 +67,13 @@ class SparkConfig:
     #: with master ``standalone``: the workers streamcert starts, each one executor of one core
     workers: int = 2
     worker_memory_mb: int = 1024
+
+
+def pyspark_version() -> str:
+    """The version of the pyspark this process runs (and its queries run on): ``4.3.0``."""
+    import pyspark
+
+    return pyspark.__version__
 
 
 def validate_master(master: str) -> str:

@@ -126,7 +126,8 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
     spark_versions: tuple[str, ...] = ()
     #: Maven coordinates (``group:artifact:version``) of the jars Spark must load for it, e.g. Spark's own Kafka
     #: connector. The harness resolves each one alone, not its dependencies (pyspark ships most of them): list
-    #: every jar pyspark lacks. They reach the query as ``spark.jars``.
+    #: every jar pyspark lacks. They reach the query as ``spark.jars``. Jars built per Spark version: override
+    #: :meth:`packages_for`.
     spark_packages: tuple[str, ...] = ()
     #: Named fault points (:mod:`streamcert.spi.fault_points`) the connector reaches, each with the moment of
     #: :data:`MOMENTS` it marks: the certification also kills the driver there. A bonus: the suite kills at
@@ -140,6 +141,12 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
     #: ``QueryContext.connector_options``, and once with an unknown option; each must fail before the first batch
     #: commits, with an error that names the option.
     bad_options: Mapping[str, str] = {}
+
+    def packages_for(self, spark_version: str) -> tuple[str, ...]:
+        """The Maven coordinates of the jars this connector needs on Spark ``spark_version`` (``"4.1.1"``): its
+        :attr:`spark_packages` unless a connector whose jars are built per Spark version says otherwise. Called in
+        the harness's process before each run; the jars used are recorded with the run."""
+        return tuple(self.spark_packages)
 
     def unpack_output(self, frame: Any) -> Any:
         """Rows as read back -> one row per workload record (a ``value`` column carrying the record's bytes).
