@@ -11,7 +11,7 @@ from pathlib import Path
 
 from streamcert.reports.certification import Certification, load_certification, requirement_order, verdict_anchor
 
-__all__ = ["MatrixCell", "capability_matrix", "matrix_html", "matrix_markdown"]
+__all__ = ["MatrixCell", "spark_of", "capability_matrix", "matrix_html", "matrix_markdown"]
 
 _MARK = {"pass": "✅", "fail": "❌", "unknown": "❔", "skip": "–"}
 
@@ -30,22 +30,34 @@ class MatrixCell:
         return f"{os.path.relpath(report, relative_to)}#{self.anchor}"
 
 
+def spark_of(certification: Certification) -> str:
+    """The Spark version a certification ran on (``?`` for results that do not say)."""
+    return str((certification.results.get("versions") or {}).get("spark") or "?")
+
+
 def capability_matrix(results: list[Path | str]) -> tuple[list[str], list[str], dict[tuple[str, str], MatrixCell]]:
-    """``(connectors, requirements, cells)``: every connector of the given certifications (the newest
-    certification of a connector wins), every requirement any of them has a verdict on."""
+    """``(columns, requirements, cells)``: a column per connector of the given certifications (the newest
+    certification of a connector wins), every requirement any of them has a verdict on. Certifications on more than
+    one Spark version make the Spark version an axis: a column per connector and Spark version
+    (``delta-sink · Spark 4.1.1``), the newest certification of each winning."""
     certifications = sorted((load_certification(path) for path in results),
                             key=lambda c: c.results.get("started_at") or 0)
+    by_spark = len({spark_of(c) for c in certifications}) > 1
     cells: dict[tuple[str, str], MatrixCell] = {}
-    newest: dict[str, Certification] = {}
+    newest: dict[tuple[str, str], Certification] = {}
     for certification in certifications:
         for connector in certification.connectors:
-            newest[connector] = certification
-    for connector, certification in newest.items():
+            newest[(connector, spark_of(certification))] = certification
+    columns = {}
+    for (connector, spark), certification in sorted(newest.items(), key=lambda item: (item[0][0], item[0][1])):
+        column = f"{connector} · Spark {spark}" if by_spark else connector
+        columns[column] = None
         for verdict in certification.verdicts:
             if verdict["connector"] == connector:
-                cells[(connector, verdict["requirement"])] = MatrixCell(verdict, certification)
+                cells[(column, verdict["requirement"])] = MatrixCell(verdict, certification)
     requirements = sorted({req for _, req in cells}, key=requirement_order)
-    return list(newest), requirements, cells
+    ordered = list(columns) if by_spark else list(dict.fromkeys(c for c, _ in newest))
+    return ordered, requirements, cells
 
 
 def matrix_markdown(results: list[Path | str], out: Path) -> str:

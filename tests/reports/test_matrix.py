@@ -50,3 +50,20 @@ def test_every_cell_links_to_its_evidence_in_its_report(tmp_path, capsys):
     markdown = (tmp_path / "matrix" / "matrix.md").read_text()
     assert "| SNK-1 |  | [✅ pass](../new/report.html#v-dup-sink-SNK-1) |" in markdown
     assert "| SRC-11 | [– skip](../old/report.html#v-good-source-SRC-11) |  |" in markdown
+
+
+def test_certifications_on_two_spark_versions_make_the_spark_version_an_axis(tmp_path):
+    paths = []
+    for spark, verdict in (("4.1.1", "fail"), ("4.3.0", "pass")):
+        path = write_certification(tmp_path / spark)
+        results = json.loads(path.read_text())
+        results["versions"] = {**results.get("versions", {}), "spark": spark}
+        results["verdicts"] = [dict(v, verdict=verdict) if v["connector"] == "dup-sink" else v
+                               for v in results["verdicts"]]
+        path.write_text(json.dumps(results))
+        paths.append(path)
+    columns, _, cells = capability_matrix(paths)
+    assert columns == ["dup-sink · Spark 4.1.1", "dup-sink · Spark 4.3.0", "good-source · Spark 4.1.1",
+                       "good-source · Spark 4.3.0"]
+    assert cells[("dup-sink · Spark 4.1.1", "SNK-1")].verdict == "fail"
+    assert cells[("dup-sink · Spark 4.3.0", "SNK-1")].verdict == "pass"
