@@ -91,6 +91,21 @@ def test_runs_the_stack_cannot_have_are_skipped_with_the_reason_never_failed():
     assert sink.evidence["skipped_runs"] == {"failover": why}
 
 
+def test_a_connector_built_for_another_spark_is_skipped_with_the_reason(monkeypatch):
+    import pyspark
+
+    monkeypatch.setattr(pyspark, "__version__", "4.3.0")
+    certification = prepare(["streamcert.connectors.lakehouse:DeltaSink"], ["SNK-1", "SNK-2"])
+    reference = "streamcert.connectors.lakehouse:DeltaSink"
+    mine = [run for run in certification.runs if run.connector == reference]
+    assert mine and all((reference, run.name) in certification.skipped_runs for run in mine)
+    verdicts = _verdicts(certification, [])
+    snk1 = _verdict(verdicts, "delta-sink", "SNK-1")
+    assert snk1.verdict == "skip" and "runs on Spark 4.1" in snk1.reason and "Spark 4.3.0" in snk1.reason
+    monkeypatch.setattr(pyspark, "__version__", "4.1.1")
+    assert not prepare([reference], ["SNK-1"]).skipped_runs
+
+
 @pytest.fixture(scope="module")
 def kafka_cluster(tmp_path_factory):
     """A 3-node cluster of this module's own, stopped when its tests end: the session's one (tests/conftest.py)
