@@ -39,17 +39,27 @@ __all__ = ["PlannedRun", "SOURCE_PARTNER", "source_partner", "SINK_PARTNER", "AC
 SINK_PARTNER = "spark-files"
 #: The source that feeds a sink or an aggregator under test.
 SOURCE_PARTNER = "streamcert-kafka"
-#: The partner on a Spark whose Python sources get no read limits (4.1): Spark's own Kafka source, with its jars
-#: built for that Spark. The reference source would read a whole backlog in the first batch after a restart there,
-#: and a kill run's later kills would find no batch to strike.
-SOURCE_PARTNER_WITHOUT_READ_LIMITS = "spark-kafka"
+#: How long the partner's input is paced over on a Spark whose Python sources get no read limits (4.1): there the
+#: partner caps its batches from the end it planned last, which a restart after a commit forgets, and its first
+#: batch would read the whole backlog; arriving over minutes, the input keeps every later kill in batches.
+_PACED_LOAD_S = 240.0
 
 
 def source_partner() -> str:
-    """The source that feeds a sink or an aggregator under test on this interpreter's Spark."""
+    """The source that feeds a sink or an aggregator under test."""
+    return SOURCE_PARTNER
+
+
+def _partner_workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
+    """A sink run's input through the partner: paced over :data:`_PACED_LOAD_S` where the partner cannot cap its
+    batches after a restart (Spark 4.1), else as fast as the broker takes it."""
     from streamcert.connectors.kafka_source import READ_LIMITS
 
-    return SOURCE_PARTNER if READ_LIMITS else SOURCE_PARTNER_WITHOUT_READ_LIMITS
+    if not READ_LIMITS:
+        changes.setdefault("rate", round(total / _PACED_LOAD_S, 3))
+    return _workload(rng, total, **changes)
+
+
 #: The exactly-once sink behind an aggregator under test.
 AGGREGATOR_SINK = "streamcert-kafka-2pc"
 
@@ -351,13 +361,13 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     rng = _rng(seed, connector, "baseline")
     runs.append(_planned(ref, connector, "baseline", Scenario(
         name=f"{connector.name}-baseline", source=source_partner(), sink=ref, parallelism=2,
-        options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
+        options={"max_records_per_batch": 250}, workload=_partner_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
     kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(_sink_link(connector)))
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=source_partner(), sink=ref, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
+        options={"max_records_per_batch": 60}, workload=_partner_workload(rng, _kill_records(60, kills)),
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = _task_kills(rng, quick, _sink_link(connector))
@@ -367,7 +377,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     runs.append(_planned(ref, connector, "task-failures", Scenario(
         name=f"{connector.name}-tasks", source=source_partner(), sink=ref, parallelism=2,
         master=f"local[2,{len(fails) + 2}]",
-        options={"max_records_per_batch": 100}, workload=_workload(rng, _task_kill_records(100, fails)),
+        options={"max_records_per_batch": 100}, workload=_partner_workload(rng, _task_kill_records(100, fails)),
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "zombies")
     zombies = [("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)]
@@ -380,7 +390,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         name=f"{connector.name}-zombies", source=source_partner(), sink=ref, parallelism=2,
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
         options={"max_records_per_batch": 60},
-        workload=_workload(rng, _zombie_records(60, zombies) + 60 * _EXECUTOR_KILL_BATCHES),
+        workload=_partner_workload(rng, _zombie_records(60, zombies) + 60 * _EXECUTOR_KILL_BATCHES),
         schedule=_chain([*zombies, executor_kill], gap_s=1.0),
         faults_after_output=60 * _ZOMBIE_WARM_BATCHES, quiet_timeout_s=_QUIET_S)))
     if quick:
@@ -391,20 +401,20 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         restart = ("broker_restart", "kafka", {}, 1.0) if link == "kafka" else ("database_kill", "postgres", {}, 2.0)
         runs.append(_planned(ref, connector, "network", Scenario(
             name=f"{connector.name}-network", source=source_partner(), sink=ref, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
+            options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400),
             schedule=_chain(_toxics(rng, link, 3) + [restart], gap_s=2.0),
             faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if link == "kafka":
         rng = _rng(seed, connector, "failover")
         runs.append(_planned(ref, connector, "failover", Scenario(
             name=f"{connector.name}-failover", source=source_partner(), sink=ref, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
+            options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400, rate=_FAILOVER_RATE),
             schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     rng = _rng(seed, connector, "rescale")
     runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=source_partner(), sink=ref, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
+        options={"max_records_per_batch": 60}, workload=_partner_workload(rng, 2400),
         schedule=_chain([("rescale", "driver", {"parallelism": 3}, 0.0),
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))

@@ -50,8 +50,8 @@ class DeltaSink(SinkConnector):
 
 class DeltaSource(SourceConnector):
     """``delta-source``: ``readStream.format("delta")`` of the table at ``context.input_topic``, each batch at most
-    the files of ``max_records_per_batch / 100`` writes (``maxFilesPerTrigger``: the harness writes one file of 100
-    records per commit)."""
+    ``max_records_per_batch`` records: ``maxFilesPerTrigger`` of that many records over the harness's records per
+    write (``input_records_per_write``: each write commits one file)."""
 
     name = "delta-source"
     input_system = DELTA
@@ -67,7 +67,8 @@ class DeltaSource(SourceConnector):
                  "GEN-2": _NO_OPTION_CHECK}
 
     def read(self, spark: Any, context: QueryContext) -> Any:
-        files = max(1, int(context.option("max_records_per_batch", 1000)) // 100)
+        per_file = max(1, int(context.option("input_records_per_write", 100)))
+        files = max(1, int(context.option("max_records_per_batch", 1000)) // per_file)
         return (spark.readStream.format("delta").option("maxFilesPerTrigger", str(files))
                 .options(**context.connector_options).load(context.input_topic))
 

@@ -381,9 +381,12 @@ def _context(env: Any, scenario: Scenario, source: Connector, sink: Connector, w
                   else f"{stem}-in-{run_id}")
     output = (out_system.output_name(stem, run_id, str(workdir)) if out_system is not None
               else observer_class(sink.output_kind).output_name(stem, run_id, workdir))
+    options = dict(scenario.options)
+    if in_system is not None:  # a table's source limits batches by writes (files), not records
+        options.setdefault("input_records_per_write", scenario.workload.transaction_records)
     return QueryContext(bootstrap_servers=_bootstrap(env, scenario), input_topic=input_name, output=output,
                         checkpoint=str(workdir / "checkpoint"), run_id=run_id, postgres_dsn=endpoints.postgres_dsn,
-                        parallelism=scenario.parallelism, options=dict(scenario.options), endpoints=proxied)
+                        parallelism=scenario.parallelism, options=options, endpoints=proxied)
 
 
 def _output_kind(sink: Connector) -> str:
