@@ -317,7 +317,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
-        schedule=_slowed(rng, "kafka", kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+        schedule=_slowed(rng, _source_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
     rng = _rng(seed, connector, "rescale")
@@ -346,6 +346,14 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
 
 
 # -- sinks ---------------------------------------------------------------------------------------
+
+def _source_link(connector: Connector) -> str | None:
+    """The link the source reads over: its external system's first endpoint (None: a folder, no link), or Kafka."""
+    system = getattr(connector, "input_system", None)
+    if system is not None:
+        return system.endpoint_names[0] if system.endpoint_names else None
+    return "kafka"
+
 
 def _sink_link(connector: Connector) -> str | None:
     """The link the sink commits over: its external system's first endpoint, or its output kind's server (None: no
