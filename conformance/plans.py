@@ -32,7 +32,7 @@ from streamcert.harness.scenario import Scenario
 from streamcert.harness.stack.kafka_clients import TopicSettings
 from streamcert.spi.connector import Connector
 
-__all__ = ["PlannedRun", "SOURCE_PARTNER", "source_partner", "SINK_PARTNER", "ACKED_WRITES", "SAFE_TOPICS", "plan",
+__all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "ACKED_WRITES", "SAFE_TOPICS", "plan",
            "cluster_runs", "judged_by"]
 
 #: The exactly-once sink a source under test writes into.
@@ -43,11 +43,6 @@ SOURCE_PARTNER = "streamcert-kafka"
 #: partner caps its batches from the end it planned last, which a restart after a commit forgets, and its first
 #: batch would read the whole backlog; arriving over minutes, the input keeps every later kill in batches.
 _PACED_LOAD_S = 240.0
-
-
-def source_partner() -> str:
-    """The source that feeds a sink or an aggregator under test."""
-    return SOURCE_PARTNER
 
 
 def _partner_workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
@@ -368,13 +363,13 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     runs = []
     rng = _rng(seed, connector, "baseline")
     runs.append(_planned(ref, connector, "baseline", Scenario(
-        name=f"{connector.name}-baseline", source=source_partner(), sink=ref, parallelism=2,
+        name=f"{connector.name}-baseline", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 250}, workload=_partner_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
     kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(_sink_link(connector)))
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
-        name=f"{connector.name}-kills", source=source_partner(), sink=ref, parallelism=2,
+        name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_partner_workload(rng, _kill_records(60, kills)),
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
@@ -383,7 +378,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     # Every fault may strike the same task: Spark must allow more attempts than there are faults, or the query
     # itself gives up (that would be the plan's doing, not the sink's).
     runs.append(_planned(ref, connector, "task-failures", Scenario(
-        name=f"{connector.name}-tasks", source=source_partner(), sink=ref, parallelism=2,
+        name=f"{connector.name}-tasks", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master=f"local[2,{len(fails) + 2}]",
         options={"max_records_per_batch": 100}, workload=_partner_workload(rng, _task_kill_records(100, fails)),
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
@@ -395,7 +390,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         **({"slow_link": _sink_link(connector), "slow_streams": "downstream",
             "latency_ms": rng.randrange(*_TASK_SLOW_MS)} if _sink_link(connector) else {})}, 0.0)
     runs.append(_planned(ref, connector, "zombies", Scenario(
-        name=f"{connector.name}-zombies", source=source_partner(), sink=ref, parallelism=2,
+        name=f"{connector.name}-zombies", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
         options={"max_records_per_batch": 60},
         workload=_partner_workload(rng, _zombie_records(60, zombies) + 60 * _EXECUTOR_KILL_BATCHES),
@@ -408,20 +403,20 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         rng = _rng(seed, connector, "network")
         restart = ("broker_restart", "kafka", {}, 1.0) if link == "kafka" else ("database_kill", "postgres", {}, 2.0)
         runs.append(_planned(ref, connector, "network", Scenario(
-            name=f"{connector.name}-network", source=source_partner(), sink=ref, parallelism=2,
+            name=f"{connector.name}-network", source=SOURCE_PARTNER, sink=ref, parallelism=2,
             options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400),
             schedule=_chain(_toxics(rng, link, 3) + [restart], gap_s=2.0),
             faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if link == "kafka":
         rng = _rng(seed, connector, "failover")
         runs.append(_planned(ref, connector, "failover", Scenario(
-            name=f"{connector.name}-failover", source=source_partner(), sink=ref, parallelism=2,
+            name=f"{connector.name}-failover", source=SOURCE_PARTNER, sink=ref, parallelism=2,
             options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400, rate=_FAILOVER_RATE),
             schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     rng = _rng(seed, connector, "rescale")
     runs.append(_planned(ref, connector, "rescale", Scenario(
-        name=f"{connector.name}-rescale", source=source_partner(), sink=ref, parallelism=2,
+        name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_partner_workload(rng, 2400),
         schedule=_chain([("rescale", "driver", {"parallelism": 3}, 0.0),
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
@@ -436,7 +431,7 @@ def _aggregator_scenario(ref: str, connector: Connector, name: str, rng: random.
     options = {"max_records_per_batch": 5000, "max_batch_size": 40, "max_wait_ms": 2000, "key_groups": 8,
                **settings.pop("options", {})}
     settings = {"trigger": "500 milliseconds", "quiet_timeout_s": _QUIET_S, **settings}
-    return Scenario(name=f"{connector.name}-{name}", source=source_partner(), aggregator=ref, sink=AGGREGATOR_SINK,
+    return Scenario(name=f"{connector.name}-{name}", source=SOURCE_PARTNER, aggregator=ref, sink=AGGREGATOR_SINK,
                     parallelism=2, master="local[2,2]", options=options, load_after_first_batch=True,
                     spark_conf={"spark.sql.shuffle.partitions": "4"},
                     workload=_workload(rng, settings.pop("total", 1200), keys=30, transaction_records=40,

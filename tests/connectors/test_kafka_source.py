@@ -114,3 +114,27 @@ def test_an_unknown_option_fails_when_the_query_is_defined(stack):
     # Spark hands option names over lower-cased.
     assert "Unknown option(s) for the streamcert-kafka source: maxoffsetspertrigger" in text
     assert "Hint: Known options" in text
+
+
+def test_on_spark_4_1_the_reader_caps_batches_from_the_end_it_planned_last(monkeypatch):
+    """Spark 4.1 calls latestOffset() with no start and no limit: the reader caps from the end it planned last (the
+    initial offsets, a replayed batch's end); a reader that has planned nothing (a restart after a commit) cannot."""
+    from streamcert.connectors.kafka_offsets import from_json
+    from streamcert.connectors.kafka_options import parse_source_options
+    from streamcert.connectors.kafka_source import KafkaStreamReader
+
+    options = parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                                    "maxRecordsPerBatch": "100"})
+    broker = {"earliest": {"t": {0: 0, 1: 0}}, "latest": {"t": {0: 1000, 1: 1000}}}
+    monkeypatch.setattr(KafkaStreamReader, "_broker_offsets", lambda self, which: broker[which])
+    reader = KafkaStreamReader(options)
+    reader.initialOffset()
+    first = from_json(reader.latestOffset())
+    assert sum(first["t"].values()) == 100
+    second = from_json(reader.latestOffset())
+    assert sum(second["t"].values()) == 200
+    replaying = KafkaStreamReader(options)  # a restart that replays batch (second, third]
+    replaying.partitions(reader.latestOffset(), reader.latestOffset())
+    assert sum(from_json(replaying.latestOffset())["t"].values()) == 500  # 100 past the replayed end
+    restarted = KafkaStreamReader(options)
+    assert from_json(restarted.latestOffset()) == broker["latest"]  # nothing planned yet: uncapped
