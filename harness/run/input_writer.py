@@ -54,6 +54,6 @@ def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec) -> Ledg
                 error = f"{type(exc).__name__}: {exc}"
             acked_at = time.time()
             for i in rows:
-                deliveries.report(int(i), error, None, acked_at)
+                deliveries.report(int(i), error, -1, acked_at)
             progress.update(f"{int(rows[-1]) + 1:,}/{len(records):,}")
     return Ledger.from_deliveries(records, deliveries, spec, name, aborted=aborted)

@@ -50,6 +50,8 @@ class ExternalSystems:
         self.toxiproxy_api = toxiproxy_api
         self.run_token = run_token
         self._started: dict[int, StartedSystem] = {}
+        #: every system whose start was attempted, in order: stop() stops each (a half-started one too)
+        self._stopping: list[StartedSystem] = []
 
     def __enter__(self) -> "ExternalSystems":
         return self
@@ -66,7 +68,7 @@ class ExternalSystems:
         folder = self.workdir / "systems" / name
         folder.mkdir(parents=True, exist_ok=True)
         started = StartedSystem(system, folder)
-        self._started[id(system)] = started  # stopped with the others even when its start fails half way
+        self._stopping.append(started)  # stopped with the others even when its start fails half way
         try:
             system.start(str(folder))
             endpoints = dict(system.endpoints())
@@ -91,6 +93,7 @@ class ExternalSystems:
             for endpoint, address in started.direct.items():
                 link_name = f"{name}-{endpoint}-{self.run_token[:8]}"
                 started.links[endpoint] = self.toxiproxy_api.create_link(link_name, address, free_port())
+        self._started[id(system)] = started
         return started
 
     def link(self, endpoint: str) -> Link | None:
@@ -99,7 +102,7 @@ class ExternalSystems:
 
     def stop(self) -> None:
         errors = []
-        for started in reversed(list(self._started.values())):
+        for started in reversed(self._stopping):
             for link in started.links.values():
                 try:
                     link.api.client().get_proxy(link.name).destroy()
@@ -110,6 +113,7 @@ class ExternalSystems:
             except Exception as exc:  # keep stopping the rest; report after
                 errors.append(exc)
         self._started.clear()
+        self._stopping.clear()
         if errors:
             raise errors[0]
 

@@ -1,0 +1,49 @@
+"""Loading through an external system's writer: one write per planned transaction, aborted ones left uncommitted,
+a refused write's records indeterminate, and a writer that cannot leave a write uncommitted refused up front."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.run.input_writer import load_with_writer
+from streamcert.harness.run.workload import WorkloadSpec, record_id_of
+from streamcert.spi.external import InputWriter
+
+
+class _Writer(InputWriter):
+    writes_uncommitted = True
+
+    def __init__(self, refuse: int | None = None) -> None:
+        self.writes: list[tuple[list[int], bool]] = []
+        self.refuse = refuse
+
+    def write(self, records, commit=True):
+        if len(self.writes) == self.refuse:
+            self.writes.append(([], commit))
+            raise ConnectionError("the table is locked")
+        self.writes.append(([record_id_of(r.value) for r in records], commit))
+
+
+def test_each_planned_transaction_is_one_write_and_the_ledger_says_what_became_of_it():
+    spec = WorkloadSpec(total=500, transaction_records=50, aborted_fraction=0.3, seed=4)
+    writer = _Writer(refuse=2)
+    ledger = load_with_writer(writer, "t", spec).frame.set_index("id")
+    assert len(writer.writes) == 10 and all(len(ids) == 50 for ids, _ in writer.writes[:2])
+    for index, (ids, commit) in enumerate(writer.writes):
+        expected = "acked" if commit else "aborted"
+        if index == 2:
+            rows = ledger.iloc[100:150]
+            assert set(rows["status"]) == {"indeterminate" if commit else "aborted"}
+            continue
+        assert set(ledger.loc[ids, "status"]) == {expected}
+    assert (ledger["status"] == "aborted").any() and (ledger["status"] == "acked").any()
+
+
+def test_a_writer_that_cannot_leave_a_write_uncommitted_is_refused_for_a_workload_that_aborts():
+    writer = _Writer()
+    writer.writes_uncommitted = False
+    with pytest.raises(ConfigurationError, match="cannot leave a write uncommitted"):
+        load_with_writer(writer, "t", WorkloadSpec(total=200, transaction_records=10, aborted_fraction=0.5, seed=1))
+    load_with_writer(writer, "t", WorkloadSpec(total=100, seed=1))
+    assert all(commit for _, commit in writer.writes)
