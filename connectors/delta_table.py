@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from streamcert.connectors.table_files import file_leftovers, parquet_records
 from streamcert.spi.external import ExternalSystem, InputRecord, InputWriter, Leftovers, OutputReader, VisibleRecord
 
 __all__ = ["DeltaTableSystem", "DeltaTableReader", "DeltaTableWriter", "DELTA_SPARK_CONF", "delta_packages"]
@@ -74,33 +75,16 @@ class DeltaTableReader(OutputReader):
                 self._table.load_as_version(version)
             files = set(self._table.file_uris())
             for uri in sorted(files - self._files):
-                records += _records_of(uri, version)
+                records += parquet_records(uri, version, {"version": version})
             self._files, self._version = files, version
         return records
 
     def leftovers(self) -> Leftovers:
         self.read_new()
-        written = {str(path.resolve()) for path in self.path.rglob("*.parquet") if "_delta_log" not in path.parts}
-        committed = {_local(uri) for uri in self._files}
-        return Leftovers(found=(), counts={"versions": self._version + 1, "committed_files": len(committed),
-                                           "uncommitted_files": len(written - committed)})
+        return file_leftovers(self.path, self._files, {"versions": self._version + 1}, skip="_delta_log")
 
     def transient(self, error: Exception) -> bool:
         return isinstance(error, OSError)
-
-
-def _local(uri: str) -> str:
-    return str(Path(uri.removeprefix("file://")).resolve())
-
-
-def _records_of(uri: str, version: int) -> list[VisibleRecord]:
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(_local(uri), columns=["key", "value"])
-    keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
-    file = Path(_local(uri)).name
-    return [VisibleRecord(value, key, version, {"version": version, "file": file})
-            for key, value in zip(keys, values, strict=True)]
 
 
 class DeltaTableWriter(InputWriter):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from streamcert.spi.errors import ConfigurationError
+from streamcert.connectors.table_files import file_leftovers, parquet_records
 from streamcert.spi.external import ExternalSystem, Leftovers, OutputReader, VisibleRecord
 
 __all__ = ["IcebergTableSystem", "IcebergTableReader", "ICEBERG_PACKAGES", "CATALOG"]
@@ -76,34 +77,18 @@ class IcebergTableReader(OutputReader):
                     if int(entry.status) == _ADDED and entry.snapshot_id == snapshot.snapshot_id \
                             and path not in self._files:
                         self._files.add(path)
-                        records += _records_of(path, int(snapshot.sequence_number or 0))
+                        order = int(snapshot.sequence_number or 0)
+                        records += parquet_records(path, order, {"snapshot_sequence": order})
             self._snapshots.add(snapshot.snapshot_id)
         self._version = version
         return records
 
     def leftovers(self) -> Leftovers:
         self.read_new()
-        written = {str(path.resolve()) for path in (self.location / "data").rglob("*.parquet")}
-        committed = {_local(path) for path in self._files}
-        return Leftovers(found=(), counts={"snapshots": len(self._snapshots), "committed_files": len(committed),
-                                           "uncommitted_files": len(written - committed)})
+        return file_leftovers(self.location / "data", self._files, {"snapshots": len(self._snapshots)})
 
     def transient(self, error: Exception) -> bool:
         return isinstance(error, OSError)
-
-
-def _local(uri: str) -> str:
-    return str(Path(uri.removeprefix("file:")).resolve())
-
-
-def _records_of(uri: str, order: int) -> list[VisibleRecord]:
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(_local(uri), columns=["key", "value"])
-    keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
-    file = Path(_local(uri)).name
-    return [VisibleRecord(value, key, order, {"snapshot_sequence": order, "file": file})
-            for key, value in zip(keys, values, strict=True)]
 
 
 class IcebergTableSystem(ExternalSystem):
