@@ -40,13 +40,19 @@ class ConnectorSummary(BaseModel):
         description="a connector's kind, or broker for the Kafka cluster of the failover runs")
     claims: list[str] = Field(default_factory=list, description="requirement IDs and capabilities it claims")
     unclaimed: dict[str, str] = Field(default_factory=dict, description="requirement ID -> why it does not apply")
-    output_kind: str | None = Field(None, description="where a sink's output is read back from")
+    output_kind: str | None = Field(None, description="where a sink's output is read back from: an output kind, or "
+                                                      "the name of the sink's own external system")
+    input_system: str | None = Field(None, description="the external system a source reads, when not a Kafka topic")
 
     @classmethod
     def of(cls, connector: Any, reference: str) -> "ConnectorSummary":
         """The summary of a :class:`~streamcert.spi.connector.Connector` declaration."""
+        output_system = getattr(connector, "output_system", None)
+        input_system = getattr(connector, "input_system", None)
+        output_kind = output_system.name if output_system is not None else getattr(connector, "output_kind", None)
         return cls(reference=reference, name=connector.name, kind=connector.kind, claims=sorted(connector.claims),
-                   unclaimed=dict(connector.unclaimed), output_kind=getattr(connector, "output_kind", None))
+                   unclaimed=dict(connector.unclaimed), output_kind=output_kind,
+                   input_system=input_system.name if input_system is not None else None)
 
 
 class RunResult(BaseModel):
