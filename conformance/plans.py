@@ -46,8 +46,8 @@ _PACED_LOAD_S = 240.0
 
 
 def _partner_workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
-    """A sink run's input through the partner: paced over :data:`_PACED_LOAD_S` where the partner cannot cap its
-    batches after a restart (Spark 4.1), else as fast as the broker takes it."""
+    """The input of a sink run that restarts its query, through the partner: paced over :data:`_PACED_LOAD_S` where
+    the partner cannot cap its batches after a restart (Spark 4.1), else as fast as the broker takes it."""
     from streamcert.connectors.kafka_source import READ_LIMITS
 
     if not READ_LIMITS:
@@ -364,7 +364,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     rng = _rng(seed, connector, "baseline")
     runs.append(_planned(ref, connector, "baseline", Scenario(
         name=f"{connector.name}-baseline", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-        options={"max_records_per_batch": 250}, workload=_partner_workload(rng, 2000, aborted_fraction=0.2),
+        options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
     kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(_sink_link(connector)))
