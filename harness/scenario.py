@@ -232,6 +232,9 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
             result.context["spark_master"] = run.spark_cluster.url
         run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir,
                              master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master)
+        jars = run.driver.spec.spark_conf.get("spark.jars", "")
+        result.context["spark"] = {"version": pyspark_version(),
+                                   "jars": [Path(jar).name for jar in jars.split(",") if jar]}
         if scenario.load_before_start:
             ledger = _load(scenario, context, workdir, result, run.writer)
             run.history.record("load-done", before_start=True, **ledger.counts())
