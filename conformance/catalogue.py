@@ -66,6 +66,7 @@ FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "network": ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down"),
     "broker": ("broker_kill", "broker_restart", "broker_pause"),
     "database": ("database_kill",),
+    "system": ("system_kill", "system_pause"),
     "failover": ("node_kill", "node_isolate"),
     "rescale": ("rescale",),
     "new-partitions": ("add_partitions",),
@@ -223,14 +224,14 @@ CATALOGUE: tuple[Requirement, ...] = (
          "The zombie's write is refused or never visible: no lost, duplicated or unexpected record, and nothing "
          "left in the participant after the run.", runs=("zombies",), families=("zombie",),
          checks=("fencing", "lost", "duplicate", "unexpected", "leftovers")),
-    _req("SNK-7", "The sink survives network toxics, participant (broker / database) restarts and, for a Kafka "
-         "sink, leader failover on a 3-broker cluster.",
-         "Apply each toxic on the participant's link, then kill and restart the broker or the database; a Kafka "
-         "sink also runs on a 3-broker cluster (replication factor 3, min ISR 2) through a partition leader's "
-         "kill and isolation and the active controller's kill.",
+    _req("SNK-7", "The sink survives network toxics, participant (broker / database / its own system) restarts "
+         "and, for a Kafka sink, leader failover on a 3-broker cluster.",
+         "Apply each toxic on the participant's link, then kill and restart the broker, the database or the sink's "
+         "own external system (when it takes a kill); a Kafka sink also runs on a 3-broker cluster (replication "
+         "factor 3, min ISR 2) through a partition leader's kill and isolation and the active controller's kill.",
          _NO_LOSS_NO_DUPLICATE + "; progress after each fault; each failover fault is seen in metadata, or the "
          "verdict is unknown.",
-         runs=("network", "failover"), families=("network", "broker", "database", "failover"),
+         runs=("network", "failover"), families=("network", "broker", "database", "system", "failover"),
          checks=_OUTPUT + ("progress",)),
     _req("SNK-8", "Rescale: a different task count after a restart keeps exactly once.",
          "Restart the query with more, then fewer writer tasks, with a batch pending at the restart.",

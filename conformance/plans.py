@@ -359,6 +359,15 @@ def _sink_link(connector: Connector) -> str | None:
     return {"kafka": "kafka", "postgres": "postgres"}.get(getattr(connector, "output_kind", ""))
 
 
+def _participant_restart(connector: Connector, link: str) -> list:
+    """The restart of the server behind a sink's link: the broker, the database, or its own system when that takes
+    a kill (none otherwise: the network run is then toxics only)."""
+    system = getattr(connector, "output_system", None)
+    if system is not None:
+        return [("system_kill", system.name, {}, 2.0)] if "kill" in system.faults() else []
+    return [("broker_restart", "kafka", {}, 1.0) if link == "kafka" else ("database_kill", "postgres", {}, 2.0)]
+
+
 def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
     runs = []
     rng = _rng(seed, connector, "baseline")
@@ -401,11 +410,11 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     link = _sink_link(connector)
     if link is not None:
         rng = _rng(seed, connector, "network")
-        restart = ("broker_restart", "kafka", {}, 1.0) if link == "kafka" else ("database_kill", "postgres", {}, 2.0)
+        restart = _participant_restart(connector, link)
         runs.append(_planned(ref, connector, "network", Scenario(
             name=f"{connector.name}-network", source=SOURCE_PARTNER, sink=ref, parallelism=2,
             options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400),
-            schedule=_chain(_toxics(rng, link, 3) + [restart], gap_s=2.0),
+            schedule=_chain(_toxics(rng, link, 3) + restart, gap_s=2.0),
             faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if link == "kafka":
         rng = _rng(seed, connector, "failover")

@@ -24,7 +24,7 @@ __all__ = ["LINKS", "NetworkFault", "LatencyParams", "BandwidthParams", "Timeout
 #: The targets of a network fault: the links the stack proxies (and those of the connectors' external systems).
 LINKS = ("kafka", "postgres")
 #: Every network fault acts on one direction of a link, and may target an external system's endpoint by name.
-_ON_A_LINK = {"stream": True, "endpoints": True}
+_ON_A_LINK = {"stream": True, "external": "endpoint"}
 
 
 def _attribute(minimum: int, description: str) -> Any:

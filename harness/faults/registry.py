@@ -36,9 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["FaultParams", "NoParams", "FaultKind", "fault_kind", "kinds", "kind", "build_fault", "ENDPOINT_NAME",
            "stack_targets"]
 
-#: What an endpoint of a connector's external system may be called, as a fault's target.
+#: What a connector's external system, or one of its endpoints, may be called, as a fault's target.
 ENDPOINT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
-_OR_ENDPOINT = ", or the name of an endpoint of a connector's external system (ExternalSystem.endpoint_names)"
+_OR_EXTERNAL = {"endpoint": ", or the name of an endpoint of a connector's external system "
+                            "(ExternalSystem.endpoint_names)",
+                "system": ", or the name of a connector's external system (ExternalSystem.name)"}
 
 F = TypeVar("F", bound=type[Fault])
 
@@ -74,17 +76,18 @@ class FaultKind:
     random_params: Callable[[random.Random], dict[str, Any]] | None
     #: True when the kind acts on one direction of a link (``upstream`` or ``downstream``).
     stream: bool
-    #: True when the kind may also target an endpoint of a connector's own external system, by its name
-    #: (:data:`ENDPOINT_NAME`; :mod:`streamcert.spi.external`): a link the stack made for that system.
-    endpoints: bool = False
+    #: What of a connector's own external system (:mod:`streamcert.spi.external`) the kind may also target, by its
+    #: name (:data:`ENDPOINT_NAME`): ``endpoint`` (a link the stack made for it), ``system`` (the system itself), or
+    #: nothing (empty).
+    external: str = ""
 
     def targets_text(self) -> str:
         """The targets this kind takes, as a hint says them."""
-        return ", ".join(self.targets) + (_OR_ENDPOINT if self.endpoints else "")
+        return ", ".join(self.targets) + _OR_EXTERNAL.get(self.external, "")
 
     def accepts(self, target: str) -> bool:
         """Whether ``target`` is one this kind takes."""
-        return target in self.targets or (self.endpoints and bool(ENDPOINT_NAME.fullmatch(target))
+        return target in self.targets or (bool(self.external) and bool(ENDPOINT_NAME.fullmatch(target))
                                           and target not in stack_targets())
 
 
@@ -95,7 +98,7 @@ _lock = threading.RLock()
 
 def fault_kind(name: str, *, targets: tuple[str, ...], params: type[FaultParams] = NoParams,
                random_params: Callable[[random.Random], dict[str, Any]] | None = None,
-               stream: bool = False, endpoints: bool = False) -> Callable[[F], F]:
+               stream: bool = False, external: str = "") -> Callable[[F], F]:
     """Class decorator: ``name`` is carried out by the decorated Fault class (stack one per kind).
 
     ``random_params`` may be left out when no parameter is required (generated entries then take none). Runs when
@@ -110,12 +113,14 @@ def fault_kind(name: str, *, targets: tuple[str, ...], params: type[FaultParams]
             raise TypeError(f"fault kind {name!r} must decorate a subclass of Fault, not {cls!r}")
         if not targets:
             raise ValueError(f"fault kind {name!r} needs at least one target")
+        if external not in ("", *_OR_EXTERNAL):
+            raise ValueError(f"fault kind {name!r}: external must be one of {sorted(_OR_EXTERNAL)} or empty")
         with _lock:
             known = _kinds.get(name)
             if known is not None and known.fault_class is not cls:
                 raise ValueError(f"fault kind {name!r} is registered twice: by {_where(known.fault_class)} and "
                                  f"by {_where(cls)}")
-            _kinds[name] = FaultKind(name, cls, tuple(targets), params, random_params, stream, endpoints)
+            _kinds[name] = FaultKind(name, cls, tuple(targets), params, random_params, stream, external)
         return cls
 
     return register

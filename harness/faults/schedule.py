@@ -100,8 +100,8 @@ def _camel(name: str) -> str:
 
 
 def _target_type(kind: FaultKind) -> Any:
-    """The kind's targets; for a network kind, also any endpoint name of a connector's external system."""
-    if not kind.endpoints:
+    """The kind's targets; for a kind that acts on a connector's external system, also any name of one."""
+    if not kind.external:
         return Literal[kind.targets]
     return Literal[kind.targets] | Annotated[str, Field(pattern=f"^{ENDPOINT_NAME.pattern}$")]
 
@@ -124,16 +124,16 @@ def _entry_model(kind: FaultKind) -> type[BaseModel]:
         stream=(Literal[streams], Field("downstream", description="The direction of a network fault.")),
         after=(int | None, Field(None, ge=0, description="Index of an earlier entry: start `at_s` seconds after "
                                                          "that entry stopped.")),
-        __validators__={"target_is_a_link": field_validator("target")(_a_link_of(kind))} if kind.endpoints else None,
+        __validators__={"target_is_external": field_validator("target")(_external_of(kind))} if kind.external else None,
     )
 
 
-def _a_link_of(kind: FaultKind) -> Any:
-    """A check that an endpoint's name is not one of the stack's other targets (``driver``, ``executor``...): a
-    network fault that names one is a mistake, not an endpoint."""
+def _external_of(kind: FaultKind) -> Any:
+    """A check that an external system's or endpoint's name is not one of the stack's other targets (``driver``,
+    ``executor``...): a fault that names one is a mistake, not an external target."""
     def check(target: str) -> str:
         if target not in kind.targets and target in registry.stack_targets():
-            raise ValueError(f"{target!r} is not a link")
+            raise ValueError(f"{target!r} is not a connector's {kind.external}")
         return target
 
     return check

@@ -96,6 +96,12 @@ class ExternalSystems:
         self._started[id(system)] = started
         return started
 
+    def named(self, name: str) -> StartedSystem | None:
+        """The started system called ``name`` (``system``: the only one, when exactly one started)."""
+        if name == "system" and len(self._started) == 1:
+            return next(iter(self._started.values()))
+        return next((s for s in self._started.values() if s.system.name == name), None)
+
     def link(self, endpoint: str) -> Link | None:
         """The link in front of endpoint ``endpoint`` of a started system (None: no such link)."""
         return next((s.links[endpoint] for s in self._started.values() if endpoint in s.links), None)

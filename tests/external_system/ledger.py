@@ -130,8 +130,8 @@ class LedgerSink(SinkConnector):
 
     name = "test-ledger-sink"
     output_system = SYSTEM
-    claims = frozenset({"SNK-1"})
-    unclaimed = {req: "the test certifies SNK-1 only" for req in sorted(_ALL - {"SNK-1"})}
+    claims = frozenset({"SNK-1", "SNK-7"})
+    unclaimed = {req: "the tests certify SNK-1 and plan SNK-7 only" for req in sorted(_ALL - {"SNK-1", "SNK-7"})}
     #: whether a replayed batch keeps its commit id (the exactly-once one) or gets a new one
     idempotent = True
 

@@ -38,3 +38,29 @@ def test_a_sink_that_writes_a_replay_again_fails_snk_1_with_duplicates_read_back
     verdict, checks = _run("AT_LEAST_ONCE_SINK", stack, tmp_path)
     assert verdict.verdict == "fail", verdict.reason
     assert checks["duplicate"]["valid"] is False and checks["duplicate"]["counts"]["duplicated_ids"] > 0
+
+
+def test_the_system_faults_kill_and_restart_the_ledger_server_by_its_name(tmp_path):
+    from types import SimpleNamespace
+
+    from streamcert.harness.faults.base import FaultContext, FaultNotApplicable
+    from streamcert.harness.faults.registry import build_fault
+    from streamcert.harness.faults.schedule import FaultSpec
+    from streamcert.harness.run.history import History
+    from streamcert.harness.stack.external import ExternalSystems
+    from tests.external_system.ledger import request
+
+    with ExternalSystems(tmp_path) as systems:
+        address = systems.started(LedgerSystem()).direct["ledger"]
+        context = FaultContext(environment=SimpleNamespace(systems=systems), history=History(),
+                               workdir=tmp_path / "faults")
+        kill = build_fault(FaultSpec("system_kill", "test-ledger", 0, 0), context)
+        kill.start()
+        with pytest.raises(OSError):
+            request(address, {"op": "count", "table": "t"}, timeout=1)
+        kill.stop()
+        assert request(address, {"op": "count", "table": "t"}) == {"records": 0, "commits": 0}
+        pause = build_fault(FaultSpec("system_pause", "test-ledger", 0, 0), context)
+        with pytest.raises(FaultNotApplicable, match="does not take 'pause'"):  # the run records it as a skip
+            pause.start()
+        assert request(address, {"op": "count", "table": "t"})["records"] == 0  # and nothing was done
