@@ -57,11 +57,9 @@ class DeltaSource(SourceConnector):
     input_system = DELTA
     spark_packages = delta_packages()
     spark_versions = ("4.1",)
-    claims = frozenset({"SRC-1", "SRC-6", "SRC-7", "SRC-9", "GEN-1", "GEN-3", "exactly-once", "read_committed",
-                        "admission-control"})
-    unclaimed = {"SRC-2": "a table has no partition order: the files of the versions one batch reads are read by "
-                          "parallel tasks (versions are read in order, batch after batch)",
-                 "SRC-3": "a table has no partitions to assign to reader tasks",
+    claims = frozenset({"SRC-1", "SRC-2", "SRC-6", "SRC-7", "SRC-9", "GEN-1", "GEN-3", "exactly-once",
+                        "read_committed", "admission-control"})
+    unclaimed = {"SRC-3": "a table has no partitions to assign to reader tasks",
                  "SRC-4": "not yet planned for a table: the rescale run adds Kafka partitions while it runs",
                  "SRC-5": "a table has no partitions to add while the query runs",
                  "SRC-8": _NO_LINK, "SRC-10": "a table has no partitions to assign to reader tasks",

@@ -75,6 +75,8 @@ from streamcert.harness.verify.downtime import overlap_s
 
 __all__ = [
     "MAX_VIOLATIONS",
+    "ORDER_STREAM",
+    "ORDER_WITHIN",
     "UNKNOWN",
     "CheckResult",
     "Checker",
@@ -306,15 +308,16 @@ class PerKeyOrderChecker(_ColumnChecker):
     """Proves that, per key, delivered seqs strictly increase and (unless ``allow_gaps``) skip nothing.
 
     Needs ledger ``id``, ``aborted`` and output ``id``, ``key``, ``seq`` (plus ``position`` or
-    ``partition``/``offset`` when the row order is not the delivery order; and ledger ``key`` and ``seq``
-    when some records are indeterminate). Judges the first delivery of each acknowledged committed id
-    (see the module docstring). Each first delivery is compared with the highest seq delivered before it
-    for its key: ``non_monotonic`` when seq is not above it (``previous_seq``), ``gap`` when seq jumps
-    past the next acknowledged one (``expected_seq``; the seqs of indeterminate records are no gap, and
-    where an indeterminate record was delivered is not judged). A key's first delivered seq is not
-    judged (a missing head is the :class:`LostChecker`'s finding). Counts: ``keys``, ``checked``,
-    ``redeliveries_skipped``, ``uncommitted_skipped``, ``non_monotonic``, ``gaps``; ``data`` has
-    ``indeterminate_skipped`` (first deliveries of indeterminate records, not judged).
+    ``partition``/``offset`` when the row order is not the delivery order; and ledger ``key`` and ``seq`` when some
+    records are indeterminate). Rows of one position are visible at once and judged in any order, except inside one
+    :data:`ORDER_STREAM` (a file), whose rows must keep their :data:`ORDER_WITHIN` order. Judges the first delivery
+    of each acknowledged committed id (see the module docstring). Each first delivery is compared with the highest
+    seq delivered before it for its key: ``non_monotonic`` when seq is not above it (``previous_seq``), ``gap`` when
+    seq jumps past the next acknowledged one (``expected_seq``; the seqs of indeterminate records are no gap, and
+    where an indeterminate record was delivered is not judged). A key's first delivered seq is not judged (a missing
+    head is the :class:`LostChecker`'s finding). Counts: ``keys``, ``checked``, ``redeliveries_skipped``,
+    ``uncommitted_skipped``, ``non_monotonic``, ``gaps``; ``data`` has ``indeterminate_skipped`` (first deliveries
+    of indeterminate records, not judged).
     """
 
     name = "per_key_order"
@@ -343,6 +346,7 @@ class PerKeyOrderChecker(_ColumnChecker):
         keys = _sorted_codes(codes, n_keys)
         del codes
         seqs = _ints(output, "seq")[rows][by_key]
+        in_stream_rows, in_stream_previous = _stream_disorder(output, rows)
         del rows
 
         previous, has_previous = _previous_max(keys, seqs)
@@ -358,15 +362,50 @@ class PerKeyOrderChecker(_ColumnChecker):
             "checked": ranks.size,
             "redeliveries_skipped": int(np.count_nonzero(redelivered)),
             "uncommitted_skipped": int(np.count_nonzero(~committed & ~redelivered)),
-            "non_monotonic": non_monotonic.size,
+            "non_monotonic": non_monotonic.size + in_stream_rows.size,
             "gaps": gaps.size,
         }
         candidates = _ranked(
             "non_monotonic", output, ranks[by_key[non_monotonic]], order, previous_seq=previous[non_monotonic]
         ) + _ranked("gap", output, ranks[by_key[gaps]], order, expected_seq=expected)
-        result = _result(self.name, counts, non_monotonic.size + gaps.size, _first(candidates))
+        candidates += _ranked("non_monotonic", output, _delivery_ranks(in_stream_rows, order), order,
+                              previous_seq=in_stream_previous, within=np.full(in_stream_rows.size, ORDER_STREAM))
+        result = _result(self.name, counts, non_monotonic.size + in_stream_rows.size + gaps.size,
+                         _first(candidates))
         result.data = {"indeterminate_skipped": int(np.count_nonzero(indeterminate))}
         return result
+
+
+#: Optional output columns for outputs whose rows of one ``position`` (visible at once) still have an order within
+#: parts of them: a file sink's batch makes all its files visible at once, and each file's rows are in the order its
+#: task wrote them. ``order_stream`` names the part (the file), ``order_within`` the row's place in it.
+ORDER_STREAM, ORDER_WITHIN = "order_stream", "order_within"
+
+
+def _stream_disorder(output: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of the judged ``rows``, those whose seq is not above the previous record of their key in the same stream at
+    the same position (and that record's seq): the order a reader sees inside one file, where the position ties."""
+    if not {ORDER_STREAM, ORDER_WITHIN, "position"} <= set(output.columns) or rows.size < 2:
+        return rows[:0], rows[:0]
+    frame = pd.DataFrame({"key": output["key"].to_numpy()[rows], "position": output["position"].to_numpy()[rows],
+                          "stream": output[ORDER_STREAM].to_numpy()[rows],
+                          "within": output[ORDER_WITHIN].to_numpy()[rows], "seq": _ints(output, "seq")[rows],
+                          "row": rows})
+    frame = frame.sort_values(["key", "position", "stream", "within"], kind="stable")
+    same = ((frame["key"] == frame["key"].shift()) & (frame["position"] == frame["position"].shift())
+            & (frame["stream"] == frame["stream"].shift()))
+    previous = frame["seq"].shift()
+    bad = same & (frame["seq"] <= previous)
+    return frame["row"].to_numpy()[bad.to_numpy()], previous.to_numpy()[bad.to_numpy()].astype(np.int64)
+
+
+def _delivery_ranks(rows: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """The delivery ranks of output ``rows`` (their places in ``order``)."""
+    if order is None:
+        return rows
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.size)
+    return inverse[rows]
 
 
 def _gaps(

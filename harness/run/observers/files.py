@@ -16,7 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamcert.harness.run.observers.base import Observer, OutputTarget
+from streamcert.harness.run.observers.base import VISIBILITY_ORDER, Observer, OutputTarget
+from streamcert.harness.verify.checkers import ORDER_STREAM, ORDER_WITHIN
 
 __all__ = ["committed_batches", "committed_files", "read_committed_table", "FilesObserver"]
 
@@ -60,7 +61,9 @@ class FilesObserver(Observer):
     each data file once the sink's log commits it.
 
     Location columns: ``file`` and ``batch`` (the batch whose log entry committed it; one file is one task's
-    output in that batch). Polls the log every half second; a file is read once, when it first appears.
+    output in that batch). Polls the log every half second; a file is read once, when it first appears. A batch's
+    files became visible at once (one position); inside a file, rows keep the order the task wrote them in
+    (``order_stream`` / ``order_within``, which the order checker reads).
     """
 
     kind = "files"
@@ -95,6 +98,10 @@ class FilesObserver(Observer):
             frame = table.select(columns).to_pandas().rename(columns={"partition": "source_partition"})
             frame["file"] = path
             frame["batch"] = batches[path]
+            # a batch's files become visible at once (one log entry); inside a file, rows keep the task's order
+            frame[VISIBILITY_ORDER] = batches[path]
+            frame[ORDER_STREAM] = path
+            frame[ORDER_WITHIN] = range(len(frame))
             frames.append(frame)
             self._read.add(path)
         return pd.concat(frames, ignore_index=True)

@@ -293,6 +293,26 @@ def test_order_with_gaps_allowed_reports_only_the_regression():
     assert [v["kind"] for v in result.violations] == ["non_monotonic"]
 
 
+def _in_files(files: list[list[int]], ledger: pd.DataFrame) -> pd.DataFrame:
+    """One batch (one position) of several files: each file's ids in the order its task wrote them."""
+    ids = [i for file in files for i in file]
+    return deliver(ledger, ids, position=[0] * len(ids),
+                   order_stream=[f"f{n}" for n, file in enumerate(files) for _ in file],
+                   order_within=[w for file in files for w in range(len(file))])
+
+
+def test_order_takes_the_files_of_one_batch_in_any_order_and_each_file_in_its_own():
+    ledger = make_ledger(ABC)  # a: 0,1,5,8  b: 2,3,6  c: 4,7,9
+    # key a's records are split over two files, the later ones in the first: visible at once, no order between them
+    tied = PerKeyOrderChecker().check(ledger, _in_files([[5, 8, 2, 3], [0, 1, 4, 6, 7, 9]], ledger))
+    assert tied.valid is True, tied.violations
+    # inside one file the task wrote a's seq 3 before seq 2: a reader of that file sees it
+    swapped = PerKeyOrderChecker().check(ledger, _in_files([[8, 5, 2, 3], [0, 1, 4, 6, 7, 9]], ledger))
+    assert swapped.valid is False and swapped.counts["non_monotonic"] == 1
+    [violation] = [v for v in swapped.violations if v.get("within") == "order_stream"]
+    assert violation["id"] == 5 and violation["previous_seq"] == 3
+
+
 def test_order_reports_a_gap_where_a_record_is_missing():
     ledger = make_ledger(ABC)
     result = PerKeyOrderChecker().check(ledger, deliver(ledger, [0, 1, 2, 3, 4, 6, 7, 8, 9]))
