@@ -254,6 +254,7 @@ class DriverKillAtMoment(Fault):
         start = driver.start_states.get(attempt, CheckpointState(None, None))
         passed: set[int] = set()
         clock = _MomentClock(driver)
+        self._status_api = status
         try:
             while time.monotonic() < deadline and driver.is_running():
                 seen = self._look(status, attempt, start)
@@ -453,10 +454,11 @@ class PythonWorkerKillAtMoment(DriverKillAtMoment):
 
 @fault_kind("executor_kill_moment", targets=("executor",), params=WorkerKillParams)
 class ExecutorKillAtMoment(PythonWorkerKillAtMoment):
-    """SIGKILL the executor JVM (``local-cluster`` or a cluster on this machine) whose Python workers run one of a
-    steady batch's tasks, at an observed task moment: the attempts it ran die with it, their writes done but not
-    reported, its workers orphaned; Spark's standalone master launches a replacement and the tasks are retried on
-    another executor. The driver is not touched; a kill lands when an executor running a Python task was killed
+    """SIGKILL the executor JVM (``local-cluster`` or a cluster on this machine) running one of a steady batch's
+    tasks, at an observed task moment: one whose Python workers run a task, else one the status API shows running a
+    task (a JVM sink's write, after the Python reader finished). The attempts it ran die with it, their writes done
+    but not reported, its workers orphaned; Spark's standalone master launches a replacement and the tasks are
+    retried on another executor. The driver is not touched; a kill lands when an executor running a task was killed
     while the checkpoint still showed the batch uncommitted."""
 
     def __init__(self, spec, context) -> None:
@@ -472,12 +474,22 @@ class ExecutorKillAtMoment(PythonWorkerKillAtMoment):
 
         looked = time.monotonic()
         running = busy_workers_by_executor(self.driver)
+        busy = set(running) | set(self._busy_executors())
         executors = executor_jvms(self.driver)
         state = self.driver.checkpoint()
-        victims = [eid for eid in sorted(running, key=executor_order) if eid in executors]
+        # an executor whose Python workers run a task first; else one running a JVM task (a JVM sink's write)
+        victims = [eid for eid in sorted(busy, key=lambda e: (e not in running, executor_order(e))) if eid in executors]
         if not victims or state.pending != seen.batch:
             return self._strike(seen, landed=False, frozen_ms=round(1000 * (time.monotonic() - looked), 1))
         victim = victims[0]
         killed = sigkill(executors[victim])
         return self._strike(seen, landed=killed, frozen_ms=round(1000 * (time.monotonic() - looked), 1),
-                            executor_id=victim, pid=executors[victim], busy_workers=len(running[victim]))
+                            executor_id=victim, pid=executors[victim], busy_workers=len(running.get(victim, [])))
+
+    def _busy_executors(self) -> dict[str, int]:
+        """Executors running tasks now, by Spark's status API (none when it does not answer)."""
+        status = getattr(self, "_status_api", None)
+        try:
+            return status.busy_executors() if status is not None else {}
+        except requests.RequestException:
+            return {}

@@ -156,6 +156,17 @@ class SparkStatus:
         active = {stage["stageId"]: stage for stage in self._get("/stages?status=active")}
         return tuple(sorted((_job(job, batch, active) for job in jobs), key=lambda job: job.job_id))
 
+    def busy_executors(self) -> dict[str, int]:
+        """Executor id -> how many tasks it runs now (executors running none, and the driver, left out): where a
+        JVM task (a JVM sink's write) runs, which no Python worker shows."""
+        return _busy_executors(self._get("/executors"))
+
+
+def _busy_executors(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Executor id -> its running tasks, of the status API's ``/executors`` rows (the driver left out)."""
+    return {str(row["id"]): int(row.get("activeTasks", 0)) for row in rows
+            if row.get("id") != "driver" and int(row.get("activeTasks", 0)) > 0 and row.get("isActive", True)}
+
 
 def warm_status_api(ui_url: str, app_id: str, timeout: float = 30.0) -> float | None:
     """Ask the status API once for what a look asks (jobs, active stages) and return the seconds it took (None when

@@ -80,3 +80,11 @@ def test_the_replay_depth_counts_attempts_in_a_row_that_started_with_the_batch_p
               4: CheckpointState(7, 6)}
     assert replay_depth(5, 3, starts) == 2 and replay_depth(5, 2, starts) == 1
     assert replay_depth(7, 4, starts) == 1 and replay_depth(6, 4, starts) == 0
+
+
+def test_the_executors_running_tasks_are_those_the_status_api_shows_busy_the_driver_left_out():
+    from streamcert.harness.run.query_status import _busy_executors
+
+    rows = [{"id": "driver", "activeTasks": 2}, {"id": "0", "activeTasks": 1}, {"id": "1", "activeTasks": 0},
+            {"id": "2", "activeTasks": 3, "isActive": False}, {"id": "3", "activeTasks": 2, "isActive": True}]
+    assert _busy_executors(rows) == {"0": 1, "3": 2}
