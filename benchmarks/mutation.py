@@ -199,6 +199,25 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
     return report
 
 
+def rejudge(out: Path) -> dict[str, Any]:
+    """Judge every pair of the score at ``out`` again from the certification it kept in its folder (the judgement
+    is a function of that evidence: a change to how findings are attributed reaches pairs measured before it);
+    rewrite ``out`` and return it. Pairs whose folder is gone keep their judgement."""
+    report = json.loads(out.read_text())
+    known = {_short(m.reference): m for m in _selected(None)}
+    for index, pair in enumerate(report.get("pairs", [])):
+        folder = Path(pair.get("folder", ""))
+        results = folder / "results.json"
+        if pair["mutant"] not in known or not results.exists():
+            continue
+        judged = judge_pair(known[pair["mutant"]], pair["seed"], json.loads(results.read_text()), folder)
+        report["pairs"][index] = {**judged, "duration_s": pair.get("duration_s"),
+                                  "git_commit": pair.get("git_commit")}
+    report["score"] = score(report["pairs"])
+    _write(report, out)
+    return report
+
+
 def _earlier_pairs(out: Path) -> list[dict[str, Any]]:
     """The pairs of an earlier run of ``out`` whose evidence is still on disk (none when there is no such file)."""
     if not out.exists():
@@ -242,7 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/bench/mutants.json"))
     parser.add_argument("--fresh", action="store_true", help="measure every pair again (default: keep the pairs an "
                                                             "earlier run of the same --out measured)")
+    parser.add_argument("--rejudge", action="store_true", help="judge the pairs of --out again from their kept "
+                                                               "evidence, and measure nothing")
     args = parser.parse_args(argv)
+    if args.rejudge:
+        figures = rejudge(args.out)["score"]
+        print(json.dumps({"detection_rate": figures["detection_rate"], "pairs": figures["pairs"],
+                          "caught": figures["caught"]}))
+        return 0
     from streamcert.harness.errors import StreamcertError
     from streamcert.harness.stack.environment import Environment, EnvironmentConfig
 

@@ -22,18 +22,23 @@ def _cell(pair: dict[str, Any] | None) -> str:
     if not pair["caught"]:
         timeout = any(entry.get("timeout_only") for entry in pair["requirements"].values())
         return f'<td class="v fail">MISSED{" (timeout only)" if timeout else ""}</td>'
-    preceding = [kill for entry in pair["requirements"].values() if entry.get("attribution") == "preceding"
+    entries = pair["requirements"].values()
+    preceding = [kill for entry in entries if entry.get("attribution") == "preceding"
                  for kill in entry.get("killed_by", [])]
     how = ", ".join(sorted({_strike(kill) for kill in preceding}))
-    if not preceding:
-        how = "lost or left-over records: a fault of the run"
-    return f'<td class="v pass">caught<br><span class="stmt">{escape(how or "without a kill")}</span></td>'
+    if not preceding:  # a finding with no time of its own (a record lost, left over, misassigned)
+        checks = sorted({finding["check"] for entry in entries for finding in entry.get("findings", [])})
+        faulted = any(entry.get("killed_by") for entry in entries)
+        how = ", ".join(checks) + (" after the run's faults" if faulted else " (no fault needed)")
+    return f'<td class="v pass">caught<br><span class="stmt">{escape(how)}</span></td>'
 
 
 def _strike(kill: dict[str, Any]) -> str:
     """``moments@class`` of a moment kill, named by what it killed when that was not the driver."""
-    where = f"{'+'.join(kill.get('moments') or [])}@{kill.get('batch_class')}"
     fault = kill.get("fault") or "driver_kill"
+    if kill.get("batch_class") is None:  # a fault not timed by a moment (a zombie, a timed kill): itself
+        return fault
+    where = f"{'+'.join(kill.get('moments') or [])}@{kill.get('batch_class')}"
     return where if fault.startswith("driver_kill") else f"{fault}: {where}"
 
 

@@ -35,3 +35,18 @@ def test_streamcert_report_renders_a_mutation_score_beside_its_json(tmp_path):
     path.write_text(json.dumps(_report()))
     [written] = render_results(path)
     assert written == tmp_path / "mutants.html" and "mutation score" in written.read_text()
+
+
+def test_a_finding_with_no_time_of_its_own_names_its_checks_and_whether_faults_preceded_it():
+    report = _report()
+    base = report["pairs"][0]
+    report["pairs"] = [
+        {**base, "mutant": "reads_aborted", "requirements": {"SRC-6": {
+            "caught": True, "attribution": "candidates", "killed_by": [],
+            "findings": [{"run": "baseline", "check": "aborted_read"}]}}},
+        {**base, "mutant": "never_rolls_back", "requirements": {"SNK-2": {
+            "caught": True, "attribution": "candidates", "findings": [{"run": "task-failures", "check": "leftovers"}],
+            "killed_by": [{"fault": "python_worker_kill_moment", "moments": ["writing"], "batch_class": "steady"}]}}},
+    ]
+    page = mutants_html(report)
+    assert "aborted_read (no fault needed)" in page and "leftovers after the run&#x27;s faults" in page
