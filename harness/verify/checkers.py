@@ -369,7 +369,8 @@ class PerKeyOrderChecker(_ColumnChecker):
             "non_monotonic", output, ranks[by_key[non_monotonic]], order, previous_seq=previous[non_monotonic]
         ) + _ranked("gap", output, ranks[by_key[gaps]], order, expected_seq=expected)
         candidates += _ranked("non_monotonic", output, _delivery_ranks(in_stream_rows, order), order,
-                              previous_seq=in_stream_previous, within=np.full(in_stream_rows.size, ORDER_STREAM))
+                              previous_seq=in_stream_previous,
+                              within=np.full(in_stream_rows.size, ORDER_STREAM, dtype=object))
         result = _result(self.name, counts, non_monotonic.size + in_stream_rows.size + gaps.size,
                          _first(candidates))
         result.data = {"indeterminate_skipped": int(np.count_nonzero(indeterminate))}
