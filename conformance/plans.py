@@ -376,7 +376,10 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(_sink_link(connector)))
+    # a sink that commits through a system of its own (a table's log, a server) may take its time there: every
+    # moment is planned, slowed link or not
+    moments = MOMENTS if getattr(connector, "output_system", None) is not None else _moments_for(_sink_link(connector))
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, moments)
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_partner_workload(rng, _kill_records(60, kills)),
