@@ -155,7 +155,6 @@ def _b64(data: Any) -> str:
 class AtLeastOnceLedgerSink(LedgerSink):
     name = "test-ledger-sink-at-least-once"
     idempotent = False
-    claims = frozenset({"SNK-1"})
 
 
 SINK = LedgerSink()
