@@ -27,13 +27,15 @@ from streamcert.conformance.catalogue import (CATALOGUE, CLUSTER_SUBJECT, Requir
                                               requirement)
 from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.options_probe import cases_of, probe_options
-from streamcert.conformance.participants import probe_leftovers, probe_system_leftovers
+from streamcert.conformance.participants import probe_system_leftovers
 from streamcert.conformance.plans import PlannedRun, cluster_runs, plan
 from streamcert.conformance.results import CertificationResult, RunSummary
 from streamcert.conformance.verdicts import JudgedRun, Verdict, capability_verdicts, judge, skipped
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
+from streamcert.harness.systems import addresses, output_system_of
+from streamcert.harness.systems.resolve import stack_addresses
 from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 from streamcert.spi.connector import Connector
 
@@ -371,15 +373,13 @@ def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> tup
     return result, RunEvidence(result.history, [], {}, {}, acked_writes=result.metrics.get("acked_writes"))
 
 
-def _probe(run_result: RunResult, env: Any, sink: Any = None):
+def _probe(run_result: RunResult, env: Any, sink: Any):
+    """The leftovers check of a run's output, asked of the sink's system (the stack's or its own)."""
     if not run_result.complete or not run_result.output:
         return None
-    system = getattr(sink, "output_system", None)
-    if system is not None:
-        return probe_system_leftovers(system, run_result.output["name"], env.systems.started(system).direct)
-    endpoints = env.endpoints
-    return probe_leftovers(run_result.output["kind"], run_result.output["name"], endpoints.bootstrap_servers,
-                           endpoints.postgres_dsn, since=run_result.started_at)
+    at = stack_addresses(env, (run_result.context or {}).get("bootstrap_servers"), since=run_result.started_at)
+    system = output_system_of(sink, at)
+    return probe_system_leftovers(system, run_result.output["name"], addresses(env, system)[0])
 
 
 def _capabilities(certification: Certification, verdicts: list[Verdict]) -> dict[str, Any]:

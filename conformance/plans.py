@@ -30,6 +30,7 @@ from streamcert.harness.run.query_status import MOMENTS, WRITING_MOMENTS
 from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.scenario import Scenario
 from streamcert.harness.stack.kafka_clients import TopicSettings
+from streamcert.harness.systems import StackSystem, declared_input_system, declared_output_system
 from streamcert.spi.connector import Connector
 
 __all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "ACKED_WRITES", "SAFE_TOPICS", "plan",
@@ -343,29 +344,33 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
 # -- sinks ---------------------------------------------------------------------------------------
 
 def _source_link(connector: Connector) -> str | None:
-    """The link the source reads over: its external system's first endpoint (None: a folder, no link), or Kafka."""
-    system = getattr(connector, "input_system", None)
-    if system is not None:
-        return system.endpoint_names[0] if system.endpoint_names else None
-    return "kafka"
+    """The link the source reads over: its system's first endpoint (None: a folder, no link)."""
+    names = declared_input_system(connector).endpoint_names
+    return names[0] if names else None
 
 
 def _sink_link(connector: Connector) -> str | None:
-    """The link the sink commits over: its external system's first endpoint, or its output kind's server (None: no
-    link, a folder on the local filesystem)."""
-    system = getattr(connector, "output_system", None)
-    if system is not None:
-        return system.endpoint_names[0] if system.endpoint_names else None
-    return {"kafka": "kafka", "postgres": "postgres"}.get(getattr(connector, "output_kind", ""))
+    """The link the sink commits over: its system's first endpoint (None: no link, a folder on the local
+    filesystem)."""
+    names = declared_output_system(connector).endpoint_names
+    return names[0] if names else None
 
 
-def _participant_restart(connector: Connector, link: str) -> list:
-    """The restart of the server behind a sink's link: the broker, the database, or its own system when that takes
-    a kill (none otherwise: the network run is then toxics only)."""
-    system = getattr(connector, "output_system", None)
-    if system is not None:
-        return [("system_kill", system.name, {}, 2.0)] if "kill" in system.faults() else []
-    return [("broker_restart", "kafka", {}, 1.0) if link == "kafka" else ("database_kill", "postgres", {}, 2.0)]
+def _participant_restart(connector: Connector) -> list:
+    """The restart of the system behind a sink's link (the stack's broker or database, or the sink's own system
+    when it takes a kill); none otherwise: the network run is then toxics only."""
+    system = declared_output_system(connector)
+    if isinstance(system, StackSystem):
+        return [system.restart_fault] if system.restart_fault else []
+    return [("system_kill", system.name, {}, 2.0)] if "kill" in system.faults() else []
+
+
+def _sink_moments(connector: Connector) -> tuple[str, ...]:
+    """The moments a sink's kills aim at: every one when it commits through a system of its own (a table's log, a
+    server may take its time), else those its link's slowing makes reachable."""
+    if isinstance(declared_output_system(connector), StackSystem):
+        return _moments_for(_sink_link(connector))
+    return MOMENTS
 
 
 def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
@@ -376,10 +381,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    # a sink that commits through a system of its own (a table's log, a server) may take its time there: every
-    # moment is planned, slowed link or not
-    moments = MOMENTS if getattr(connector, "output_system", None) is not None else _moments_for(_sink_link(connector))
-    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, moments)
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _sink_moments(connector))
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_partner_workload(rng, _kill_records(60, kills)),
@@ -413,7 +415,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     link = _sink_link(connector)
     if link is not None:
         rng = _rng(seed, connector, "network")
-        restart = _participant_restart(connector, link)
+        restart = _participant_restart(connector)
         runs.append(_planned(ref, connector, "network", Scenario(
             name=f"{connector.name}-network", source=SOURCE_PARTNER, sink=ref, parallelism=2,
             options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400),

@@ -42,14 +42,14 @@ from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.history import History
-from streamcert.harness.run.input_writer import load_with_writer
-from streamcert.harness.run.observers import Observer, OutputTarget, observer_class
+from streamcert.harness.run.input_writer import load_workload
+from streamcert.harness.run.observers import Observer
 from streamcert.harness.run.observers.reader import reader_observer
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.settle import Settling, wait_until_seen
-from streamcert.harness.run.workload import WorkloadSpec, load_topic
+from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.stack.install import ensure_jars
-from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids, create_topic
+from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids
 from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, pyspark_version, validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
@@ -57,7 +57,10 @@ from streamcert.harness.verify.arrival import arrival_times
 from streamcert.harness.verify.downtime import driver_downtime
 from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.verify.metrics import summarize
+from streamcert.harness.systems import StackSystem, addresses, input_system_of, output_system_of
+from streamcert.harness.systems.resolve import stack_addresses
 from streamcert.spi.connector import Connector, QueryContext
+from streamcert.spi.external import ExternalSystem, InputRecord, InputWriter
 
 __all__ = ["Scenario", "RunResult", "run_scenario", "prepare_query", "SCHEMA_FILE", "json_schema",
            "UNRECORDED_ID_BASE", "WARM_UP_ID_BASE"]
@@ -218,13 +221,14 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
         result.connectors = {c.kind: ConnectorSummary.of(c, ref) for c, ref in (
             (source, scenario.source), (sink, scenario.sink), (aggregator, scenario.aggregator)) if c is not None}
-        context = _context(env, scenario, source, sink, workdir)
+        systems = _systems(env, scenario, source, sink, since=result.started_at)
+        context = _context(env, scenario, systems, workdir)
         result.context = context.to_dict()
-        result.output = {"kind": _output_kind(sink), "name": context.output}
+        result.output = {"kind": systems.output.name, "name": context.output}
         if brokers is not None:
             result.context["brokers"] = brokers
-        run.writer = _make_input(env, scenario, source, context)
-        run.observer = _observer(env, sink, context, scenario.topics, (aggregator or sink).unpack_output)
+        run.writer = _make_input(env, scenario, systems.input, context)
+        run.observer = _observer(env, systems.output, context, (aggregator or sink).unpack_output)
         run.observer.prepare(scenario.output_partitions or sink.output_partitions)
         run.observer.start()
         if scenario.master == STANDALONE:
@@ -244,8 +248,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
         if scenario.warm_up_records:
             run.history.record("warm-up", **_produce_unrecorded(
-                context.bootstrap_servers, context.input_topic, scenario.warm_up_records, scenario.workload,
-                first_id=WARM_UP_ID_BASE, writer=run.writer))
+                run.writer, scenario.warm_up_records, scenario.workload, first_id=WARM_UP_ID_BASE))
         run.driver.start()
         run.history.record("driver-start", attempt=run.driver.attempt)
         timeline = _start_timeline(scenario, run)
@@ -253,8 +256,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
             run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
         if scenario.records_after_start:
             run.history.record("load-after-start", **_produce_unrecorded(
-                context.bootstrap_servers, context.input_topic, scenario.records_after_start, scenario.workload,
-                writer=run.writer))
+                run.writer, scenario.records_after_start, scenario.workload))
         if not scenario.load_before_start:
             ledger = _load(scenario, context, workdir, result, run.writer)
             run.history.record("load-done", **ledger.counts())
@@ -308,23 +310,14 @@ def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryCon
     connectors = [load_connector(scenario.source, "source"), load_connector(scenario.sink, "sink"),
                   load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None]
     source, sink = connectors[0], connectors[1]
-    context = _context(env, scenario, source, sink, workdir)
+    systems = _systems(env, scenario, source, sink)
+    context = _context(env, scenario, systems, workdir)
     _check_brokers(scenario, context.bootstrap_servers)
-    writer = _make_input(env, scenario, source, context)
-    if writer is not None:
-        writer.close()
-    _observer(env, sink, context, scenario.topics).prepare(scenario.output_partitions or sink.output_partitions)
+    _make_input(env, scenario, systems.input, context).close()
+    _observer(env, systems.output, context).prepare(scenario.output_partitions or sink.output_partitions)
     # The probe's queries never run a batch: a standalone run's options are probed on a local master.
     master = DEFAULT_MASTER if scenario.master == STANDALONE else None
     return context, _driver(env, scenario, context, connectors, workdir, master=master).spec
-
-
-def _output_target(env: Any, kind: str, context: QueryContext, topics: TopicSettings) -> OutputTarget:
-    """Where the observer reads: through the proxy like the query, its visible marks straight from the server."""
-    endpoints = env.endpoints
-    mark = {"kafka": endpoints.kafka_direct_bootstrap, "postgres": endpoints.postgres_direct_dsn}.get(kind)
-    return OutputTarget(kind, context.output, context.bootstrap_servers, context.postgres_dsn, mark_address=mark,
-                        topic_settings=topics)
 
 
 def _kafka_error_text(exc: KafkaException) -> str:
@@ -364,65 +357,69 @@ def _check_brokers(scenario: Scenario, bootstrap: str, timeout: float = 10.0) ->
     return len(found)
 
 
-def _context(env: Any, scenario: Scenario, source: Connector, sink: Connector, workdir: Path) -> QueryContext:
-    """The run's context: names of its input and output (by the connectors' systems: a Kafka topic, a table...),
-    the stack's addresses and the proxied endpoints of the connectors' own systems (started here when new)."""
+@dataclass(frozen=True)
+class _RunSystems:
+    """The systems a run's input and output are in (the stack's bound to the run's addresses)."""
+
+    input: ExternalSystem
+    output: ExternalSystem
+
+    @property
+    def distinct(self) -> list[ExternalSystem]:
+        return [self.input] if self.input is self.output else [self.input, self.output]
+
+
+def _systems(env: Any, scenario: Scenario, source: Connector, sink: Connector,
+             since: float | None = None) -> _RunSystems:
+    at = stack_addresses(env, _bootstrap(env, scenario), scenario.topics, since)
+    return _RunSystems(input_system_of(source, at), output_system_of(sink, at))
+
+
+def _context(env: Any, scenario: Scenario, systems: _RunSystems, workdir: Path) -> QueryContext:
+    """The run's context: names of its input and output (by their systems: a Kafka topic, a table...), the stack's
+    addresses and the proxied endpoints of the connectors' own systems (started here when new)."""
     run_id = uuid.uuid4().hex[:8]
     stem = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:40] or "scenario"
     endpoints = env.endpoints
-    in_system, out_system = getattr(source, "input_system", None), getattr(sink, "output_system", None)
     proxied: dict[str, str] = {}
-    for system in _systems_of([source, sink]):
-        started = env.systems.started(system)
-        clash = sorted(set(proxied) & set(started.proxied))
+    for system in systems.distinct:
+        if isinstance(system, StackSystem):  # the stack's own: the context's fixed fields and endpoint() name them
+            continue
+        found = addresses(env, system)[1]
+        clash = sorted(set(proxied) & set(found))
         if clash:
             raise ConfigurationError(f"The source's and the sink's external systems both name endpoint(s) "
                                      f"{', '.join(clash)}.", hint="Give each system's endpoints names of their own "
                                      "(QueryContext.endpoint(name) must say which one it means).")
-        proxied.update(started.proxied)
-    input_name = (in_system.input_name(stem, run_id, str(workdir)) if in_system is not None
-                  else f"{stem}-in-{run_id}")
-    output = (out_system.output_name(stem, run_id, str(workdir)) if out_system is not None
-              else observer_class(sink.output_kind).output_name(stem, run_id, workdir))
+        proxied.update(found)
+    input_name = systems.input.input_name(stem, run_id, str(workdir))
+    output = systems.output.output_name(stem, run_id, str(workdir))
     options = dict(scenario.options)
-    if in_system is not None:  # a table's source limits batches by writes (files), not records
+    if not isinstance(systems.input, StackSystem):  # a table's source limits batches by writes (files), not records
         options.setdefault("input_records_per_write", scenario.workload.transaction_records)
     return QueryContext(bootstrap_servers=_bootstrap(env, scenario), input_topic=input_name, output=output,
                         checkpoint=str(workdir / "checkpoint"), run_id=run_id, postgres_dsn=endpoints.postgres_dsn,
                         parallelism=scenario.parallelism, options=options, endpoints=proxied)
 
 
-def _output_kind(sink: Connector) -> str:
-    """What reports call the sink's output: its external system's name, or its output kind."""
-    system = getattr(sink, "output_system", None)
-    return system.name if system is not None else sink.output_kind
-
-
-def _make_input(env: Any, scenario: Scenario, source: Connector, context: QueryContext) -> Any:
-    """Make the run's input: a Kafka topic of the stack (None returned), or the source's own system's input, whose
-    writer (prepared) is returned for the load."""
-    system = getattr(source, "input_system", None)
-    if system is None:
-        create_topic(context.bootstrap_servers, context.input_topic, scenario.workload.partitions,
-                     settings=scenario.topics)
-        return None
-    if scenario.load == "open_loop":
-        raise ConfigurationError(f"Scenario {scenario.name!r} asks for load='open_loop', whose users produce into a "
-                                 f"Kafka topic; source {source.name!r} reads {system.name!r}.",
+def _make_input(env: Any, scenario: Scenario, system: ExternalSystem, context: QueryContext) -> InputWriter:
+    """Make the run's input in its system (a topic, a table) and return its writer, prepared, for the load."""
+    writer = system.writer(context.input_topic, addresses(env, system)[0])
+    if scenario.load == "open_loop" and not hasattr(writer, "load_open_loop"):
+        writer.close()
+        raise ConfigurationError(f"Scenario {scenario.name!r} asks for load='open_loop', whose locust users produce "
+                                 f"into a Kafka topic; its source reads {system.name!r}.",
                                  hint="Pace the load with workload.rate instead (its system's writer keeps it).")
-    writer = system.writer(context.input_topic, env.systems.started(system).direct)
     writer.prepare(scenario.workload.partitions)
     return writer
 
 
-def _observer(env: Any, sink: Connector, context: QueryContext, topics: TopicSettings,
-              unpack: Any = None) -> Observer:
-    """The (not started) observer of the run's output: the sink's system's reader, or its output kind's."""
-    system = getattr(sink, "output_system", None)
-    if system is not None:
-        return reader_observer(system.name, context.output,
-                               system.reader(context.output, env.systems.started(system).direct), unpack)
-    return observer_class(sink.output_kind)(_output_target(env, sink.output_kind, context, topics), unpack=unpack)
+def _observer(env: Any, system: ExternalSystem, context: QueryContext, unpack: Any = None) -> Observer:
+    """The (not started) observer of the run's output: the stack's native one, or one over the system's reader."""
+    if isinstance(system, StackSystem):
+        return system.observer(context.output, unpack)
+    return reader_observer(system.name, context.output, system.reader(context.output, addresses(env, system)[0]),
+                           unpack)
 
 
 def _bootstrap(env: Any, scenario: Scenario) -> str:
@@ -468,20 +465,15 @@ def _systems_of(connectors: list[Connector | None]) -> list[Any]:
     return list({id(system): system for system in found if system is not None}.values())
 
 
-def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: Any = None):
-    """Load the workload: into the Kafka input topic, or with the source's system's ``writer`` (closed with the
-    run)."""
-    bootstrap, topic = context.bootstrap_servers, context.input_topic
-    if writer is not None:
-        return load_with_writer(writer, topic, scenario.workload)
-    if scenario.load == "bulk":
-        return load_topic(bootstrap, topic, scenario.workload)
-    from streamcert.harness.run.load import run_open_loop
-
-    loaded = run_open_loop(bootstrap, topic, scenario.workload, scenario.load_duration_s, scenario.load_users,
-                           workdir / "load")
-    result.metrics["load"] = loaded.to_dict()
-    return loaded.ledger
+def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: InputWriter):
+    """Load the workload with the input's ``writer`` (closed with the run): the writer's own bulk or open-loop load
+    when it has one (a Kafka topic's), else one planned transaction per write."""
+    if scenario.load == "open_loop":
+        loaded = writer.load_open_loop(scenario.workload, scenario.load_duration_s, scenario.load_users,
+                                       workdir / "load")
+        result.metrics["load"] = loaded.to_dict()
+        return loaded.ledger
+    return load_workload(writer, context.input_topic, scenario.workload)
 
 
 #: Ids of records produced outside the ledger (:attr:`Scenario.records_after_start`) start here.
@@ -496,25 +488,19 @@ def _without_warm_up(output: pd.DataFrame, count: int) -> pd.DataFrame:
     return output.loc[~output["id"].between(WARM_UP_ID_BASE, WARM_UP_ID_BASE + count - 1)].reset_index(drop=True)
 
 
-def _produce_unrecorded(bootstrap: str, topic: str, count: int, workload: WorkloadSpec,
-                        first_id: int = UNRECORDED_ID_BASE, writer: Any = None) -> dict[str, Any]:
-    """``count`` records with ids from ``first_id``, keys of their own; never in the ledger. Into the Kafka input
-    topic, or with the source's system's ``writer`` (one write per ``transaction_records``)."""
+def _produce_unrecorded(writer: InputWriter, count: int, workload: WorkloadSpec,
+                        first_id: int = UNRECORDED_ID_BASE) -> dict[str, Any]:
+    """``count`` records with ids from ``first_id``, keys of their own, never in the ledger: written with the
+    input's ``writer``, one write per ``transaction_records``."""
     from streamcert.harness.run.workload import encode_value
-    from streamcert.harness.stack.kafka_clients import produce
-    from streamcert.spi.external import InputRecord
 
     now = time.time()
-    records = [(f"unrecorded-{i % 7}".encode(), encode_value(first_id + i, i, now, workload.record_bytes))
+    records = [InputRecord(f"unrecorded-{i % 7}".encode(), encode_value(first_id + i, i, now, workload.record_bytes))
                for i in range(count)]
-    if writer is None:
-        acked = produce(bootstrap, topic, records)
-    else:
-        step = workload.transaction_records
-        for start in range(0, count, step):
-            writer.write([InputRecord(key, value) for key, value in records[start:start + step]])
-        acked = count
-    return {"first_id": first_id, "count": count, "acknowledged": acked}
+    step = workload.transaction_records
+    for start in range(0, count, step):
+        writer.write(records[start:start + step])
+    return {"first_id": first_id, "count": count, "acknowledged": count}
 
 
 def _wait_for_exit(driver: DriverProcess, timeout: float) -> dict[str, Any]:

@@ -19,7 +19,15 @@ from streamcert.harness.progress import step
 from streamcert.harness.run.workload import Deliveries, Ledger, WorkloadSpec, encode_value, plan
 from streamcert.spi.external import InputRecord, InputWriter
 
-__all__ = ["load_with_writer"]
+__all__ = ["load_workload", "load_with_writer"]
+
+
+def load_workload(writer: InputWriter, name: str, spec: WorkloadSpec) -> Ledger:
+    """Load the whole workload into input ``name``: by the writer's own bulk ``load(spec)`` when it offers one (a
+    Kafka topic's batches records across transactions), else one planned transaction per write
+    (:func:`load_with_writer`)."""
+    bulk = getattr(writer, "load", None)
+    return bulk(spec) if callable(bulk) else load_with_writer(writer, name, spec)
 
 
 def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec) -> Ledger:

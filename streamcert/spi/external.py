@@ -1,9 +1,11 @@
 """An external system a connector under test reads or writes, brought by the connector's own declaration.
 
-streamcert ships three: a Kafka topic, a PostgreSQL table, the folder of Spark's file sink. Any other system (a
-lakehouse table, another database, another broker) is described by an :class:`ExternalSystem` that the declaration
-names (``SourceConnector.input_system``, ``SinkConnector.output_system``), as Flink's connector testframe lets a
-connector's tests bring an *ExternalContext*. It says:
+streamcert's stack runs three, themselves contexts of this kind (``streamcert.harness.systems``): a Kafka topic (what
+a source that names no system reads), a PostgreSQL table, the folder of Spark's file sink (what a sink's
+``output_kind`` names). Any other system (a lakehouse table, another database, another broker) is described by an
+:class:`ExternalSystem` that the declaration names (``SourceConnector.input_system``,
+``SinkConnector.output_system``), as Flink's connector testframe lets a connector's tests bring an *ExternalContext*.
+It says:
 
 - how to run the system: :meth:`ExternalSystem.start` starts a local process or a container, or connects to a server
   the user names by settings; a table on the local filesystem needs nothing;

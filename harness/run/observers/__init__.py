@@ -1,7 +1,9 @@
-"""Observers: read back what a connector wrote, one module per output kind, found by :func:`observer_for`.
+"""Observers: read back what a connector wrote while a run goes on. The stack's systems
+(:mod:`streamcert.harness.systems`) read through the kind's native observer here (Kafka, PostgreSQL, files); any
+other system through its SPI reader (:mod:`.reader`).
 
 Every module of this package is imported on first use and each :class:`~.base.Observer` subclass with a
-``kind`` is registered under it: adding an output kind is one new module (and its test), nothing else.
+``kind`` is registered under it (:func:`observer_for`: what the benchmarks' raw ceiling reads with).
 """
 
 from __future__ import annotations
