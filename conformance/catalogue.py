@@ -168,14 +168,15 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Start an AvailableNow query on a loaded topic while more records are produced.",
          "The query stops by itself; its output is the records up to the start's end offsets, each once.",
          runs=("bounded",), checks=("lost", "duplicate", "end_offsets")),
-    _req("SRC-8", "The source survives every network toxic, a broker kill, restart and pause, and leader failover "
-         "on a 3-broker cluster, without loss or duplicate.",
-         "Apply each Toxiproxy toxic on the Kafka link, then kill, restart and pause the broker, while reading; on a "
-         "3-broker cluster (replication factor 3, min ISR 2) kill the input's partition leader, cut the new leader "
-         "off from its peers, kill the active controller.",
+    _req("SRC-8", "The source survives every network toxic on the link to what it reads, that server's kill, restart "
+         "and pause, and (reading Kafka) leader failover on a 3-broker cluster, without loss or duplicate.",
+         "Apply each Toxiproxy toxic on the input's link, then kill, restart and pause its server (the broker, or "
+         "the source's own external system as far as it takes them), while reading; a Kafka source also runs on a "
+         "3-broker cluster (replication factor 3, min ISR 2): kill the input's partition leader, cut the new "
+         "leader off from its peers, kill the active controller.",
          _NO_LOSS_NO_DUPLICATE + "; the query makes progress again after each fault; each failover fault is seen "
          "in metadata (leader moved, ISR shrank, a new controller), or the verdict is unknown.",
-         runs=("network", "failover"), families=("network", "broker", "failover"),
+         runs=("network", "failover"), families=("network", "broker", "system", "failover"),
          checks=_OUTPUT + ("progress",)),
     _req("SRC-9", "Admission control is respected: no micro-batch reads more than the configured limit.",
          "Read a backlog larger than several batches with the source's per-batch limit set.",

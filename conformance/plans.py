@@ -30,7 +30,7 @@ from streamcert.harness.run.query_status import MOMENTS, WRITING_MOMENTS
 from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.scenario import Scenario
 from streamcert.harness.stack.kafka_clients import TopicSettings
-from streamcert.harness.systems import StackSystem, declared_input_system, declared_output_system
+from streamcert.harness.systems import KafkaTopics, StackSystem, declared_input_system, declared_output_system
 from streamcert.spi.connector import Connector
 
 __all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "ACKED_WRITES", "SAFE_TOPICS", "plan",
@@ -316,29 +316,44 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
         schedule=_slowed(rng, _source_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
+    kafka_input = isinstance(declared_input_system(connector), KafkaTopics)
     rng = _rng(seed, connector, "rescale")
+    # a topic gains partitions between the rescales; another system's input keeps its own layout
+    grow = [("add_partitions", "kafka", {"count": 4}, 0.0)] if kafka_input else []
     runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
-        schedule=_chain([("rescale", "driver", {"parallelism": 5}, 0.0),
-                         ("add_partitions", "kafka", {"count": 4}, 0.0),
+        schedule=_chain([("rescale", "driver", {"parallelism": 5}, 0.0), *grow,
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
-    rng = _rng(seed, connector, "network")
-    runs.append(_planned(ref, connector, "network", Scenario(
-        name=f"{connector.name}-network", source=ref, sink=SINK_PARTNER, parallelism=2,
-        options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
-        schedule=_chain(_toxics(rng, "kafka", 3) + [("broker_restart", "kafka", {}, 1.0),
-                                                    ("broker_pause", "kafka", {}, 3.0),
-                                                    ("broker_kill", "kafka", {}, 2.0)], gap_s=2.0),
-        faults_after_output=1, quiet_timeout_s=_QUIET_S)))
-    rng = _rng(seed, connector, "failover")
-    runs.append(_planned(ref, connector, "failover", Scenario(
-        name=f"{connector.name}-failover", source=ref, sink=SINK_PARTNER, parallelism=2,
-        options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
-        schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
-        faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
+    link = _source_link(connector)
+    if link is not None:
+        rng = _rng(seed, connector, "network")
+        runs.append(_planned(ref, connector, "network", Scenario(
+            name=f"{connector.name}-network", source=ref, sink=SINK_PARTNER, parallelism=2,
+            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
+            schedule=_chain(_toxics(rng, link, 3) + _input_server_faults(connector), gap_s=2.0),
+            faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+    if kafka_input:
+        rng = _rng(seed, connector, "failover")
+        runs.append(_planned(ref, connector, "failover", Scenario(
+            name=f"{connector.name}-failover", source=ref, sink=SINK_PARTNER, parallelism=2,
+            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
+            schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
+            faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     return runs
+
+
+def _input_server_faults(connector: Connector) -> list:
+    """What the source's network run does to the server it reads, after the toxics: the stack's broker restarted,
+    paused and killed, or the source's own system killed (restarted with it) and paused, as far as it takes them."""
+    system = declared_input_system(connector)
+    if isinstance(system, KafkaTopics):
+        return [("broker_restart", "kafka", {}, 1.0), ("broker_pause", "kafka", {}, 3.0),
+                ("broker_kill", "kafka", {}, 2.0)]
+    takes = system.faults()
+    return ([("system_kill", system.name, {}, 2.0)] if "kill" in takes else []) + \
+        ([("system_pause", system.name, {}, 3.0)] if "pause" in takes else [])
 
 
 # -- sinks ---------------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ def test_a_requirement_names_its_faults_by_family_and_the_kinds_follow():
 
 _REFERENCES = ("streamcert-kafka", "spark-kafka", "streamcert-kafka-2pc", "streamcert-pg-2pc", "spark-kafka-sink",
                "spark-files", "streamcert-batch-aggregator",
-               "tests.external_system.ledger:SINK")  # a sink with a system of its own: the system faults
+               "tests.external_system.ledger:SINK",  # a sink with a system of its own: the system faults
+               "tests.external_system.ledger:SOURCE")  # a source reading a system of its own over a link
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,9 @@
 """A connector to a kind of system streamcert does not ship, declared entirely outside the package: the commit-log
 server of :mod:`tests.external_system.ledger_server`, its :class:`~streamcert.spi.external.ExternalSystem` (a local
-process behind a Toxiproxy link, read back by commit) and two sinks that write it with ``foreachBatch``:
-``SINK`` commits each batch under an id made of the run and the batch (a replayed batch is ignored: exactly-once),
-``AT_LEAST_ONCE_SINK`` under a fresh id each time (a replay is written again)."""
+process behind a Toxiproxy link, read back by commit, loaded by its writer), two sinks that write it with
+``foreachBatch``: ``SINK`` commits each batch under an id made of the run and the batch (a replayed batch is ignored:
+exactly-once), ``AT_LEAST_ONCE_SINK`` under a fresh id each time (a replay is written again); and ``SOURCE``, a
+Python data source that reads a table by position through the link (its offsets in Spark's checkpoint)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from streamcert.spi import ConfigurationError, QueryContext, SinkConnector
-from streamcert.spi.external import Endpoint, ExternalSystem, Leftovers, OutputReader, VisibleRecord
+from streamcert.spi import ConfigurationError, QueryContext, SinkConnector, SourceConnector
+from streamcert.spi.external import (Endpoint, ExternalSystem, InputWriter, Leftovers, OutputReader,
+                                     VisibleRecord)
 
 _ALL = {f"SNK-{n}" for n in range(1, 9)} | {f"GEN-{n}" for n in range(1, 4)}
+_ALL_SRC = {f"SRC-{n}" for n in range(1, 12)} | {f"GEN-{n}" for n in range(1, 4)}
 
 
 def request(address: str, payload: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
@@ -58,6 +61,22 @@ class LedgerReader(OutputReader):
 
     def transient(self, error: Exception) -> bool:
         return isinstance(error, OSError)
+
+
+class LedgerWriter(InputWriter):
+    """Writes table ``name``: a committed write is one commit; an uncommitted one is staged, never visible."""
+
+    writes_uncommitted = True
+
+    def __init__(self, name: str, address: str) -> None:
+        self.name, self.address = name, address
+
+    def write(self, records, commit: bool = True) -> None:
+        rows = [[_b64(r.key), _b64(r.value)] for r in records]
+        payload = ({"op": "commit", "table": self.name, "txn": uuid.uuid4().hex, "records": rows} if commit
+                   else {"op": "stage", "table": self.name, "records": rows})
+        if not request(self.address, payload, timeout=60).get("ok"):
+            raise RuntimeError(f"the ledger refused a write to {self.name}")
 
 
 class LedgerSystem(ExternalSystem):
@@ -108,8 +127,22 @@ class LedgerSystem(ExternalSystem):
     def output_name(self, stem: str, run_id: str, workdir: str) -> str:
         return f"{stem}-{run_id}"
 
+    def input_name(self, stem: str, run_id: str, workdir: str) -> str:
+        return f"{stem}-in-{run_id}"
+
     def reader(self, name: str, endpoints: dict[str, str]) -> LedgerReader:
         return LedgerReader(name, endpoints["ledger"])
+
+    def writer(self, name: str, endpoints: dict[str, str]) -> LedgerWriter:
+        return LedgerWriter(name, endpoints["ledger"])
+
+    def pause(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         if self._process is not None:
@@ -159,3 +192,105 @@ class AtLeastOnceLedgerSink(LedgerSink):
 
 SINK = LedgerSink()
 AT_LEAST_ONCE_SINK = AtLeastOnceLedgerSink()
+
+#: How long the source keeps asking a server that does not answer (killed, paused, cut off) before the query fails.
+_RETRY_S = 90.0
+
+
+def _patient_request(address: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A request retried while the server is away: the source rides out a fault instead of failing the query."""
+    deadline = time.monotonic() + _RETRY_S
+    while True:
+        try:
+            return request(address, payload, timeout=10)
+        except (OSError, ValueError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _ledger_datasource() -> type:
+    """The Python data source class (made here: pyspark is imported only in the query's driver)."""
+    from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+    class LedgerStreamReader(SimpleDataSourceStreamReader):
+        """Runs in the driver's Python data source runner: offsets are positions of the table, kept by Spark's
+        checkpoint; a replayed batch reads the same positions again."""
+
+        def __init__(self, options: dict[str, str]) -> None:
+            self.address, self.table = options["address"], options["table"]
+            self.limit = int(options.get("maxRecordsPerBatch", "100"))
+            self.skips_on_error = options.get("skipsOnError") == "true"
+
+        def initialOffset(self) -> dict:
+            return {"position": 0}
+
+        def read(self, start: dict):
+            scan = {"op": "scan", "table": self.table, "from": start["position"]}
+            if self.skips_on_error:  # the planted bug: a server that does not answer costs a batch's records
+                try:
+                    rows = request(self.address, scan, timeout=2)["records"][:self.limit]
+                except (OSError, ValueError):
+                    return iter([]), {"position": start["position"] + self.limit}
+            else:
+                rows = _patient_request(self.address, scan)["records"][:self.limit]
+            return iter(_rows(rows)), {"position": start["position"] + len(rows)}
+
+        def readBetweenOffsets(self, start: dict, end: dict):
+            rows = _patient_request(self.address, {"op": "scan", "table": self.table, "from": start["position"]})
+            return iter(_rows(rows["records"][:end["position"] - start["position"]]))
+
+        def commit(self, end: dict) -> None:
+            pass
+
+    class LedgerDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "test_ledger"
+
+        def schema(self):
+            return StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                               StructField("offset", LongType())])
+
+        def simpleStreamReader(self, schema):
+            return LedgerStreamReader(self.options)
+
+    return LedgerDataSource
+
+
+def _rows(rows: list) -> list[tuple]:
+    return [(base64.b64decode(key), base64.b64decode(value), position) for position, _commit, key, value in rows]
+
+
+class LedgerSource(SourceConnector):
+    """``test-ledger-source``: reads table ``context.input_topic`` by position through the ledger's link, at most
+    ``max_records_per_batch`` records a batch, retrying a server that is away for up to 90 s."""
+
+    name = "test-ledger-source"
+    input_system = SYSTEM
+    claims = frozenset({"SRC-8"})
+    unclaimed = {req: "the tests certify SRC-8 only" for req in sorted(_ALL_SRC - {"SRC-8"})}
+    #: the planted bug of :data:`SKIPPING_SOURCE`: a read the server does not answer in 2 s skips a batch's worth
+    skips_on_error = False
+
+    def read(self, spark: Any, context: QueryContext) -> Any:
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the data source runner imports no tests
+        source = _ledger_datasource()
+        spark.dataSource.register(source)
+        return (spark.readStream.format(source.name()).option("address", context.endpoint("ledger"))
+                .option("table", context.input_topic)
+                .option("maxRecordsPerBatch", str(context.option("max_records_per_batch", 100)))
+                .option("skipsOnError", str(self.skips_on_error).lower())
+                .options(**context.connector_options).load())
+
+
+class SkippingLedgerSource(LedgerSource):
+    name = "test-ledger-source-skipping"
+    skips_on_error = True
+
+
+SOURCE = LedgerSource()
+SKIPPING_SOURCE = SkippingLedgerSource()

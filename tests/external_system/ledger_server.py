@@ -8,7 +8,9 @@ One JSON request per line over TCP, one JSON answer per line:
   a sink builds on);
 - ``{"op": "scan", "table": T, "from": N}``: the records of ``T`` at positions >= N, each
   ``[position, commit, key_b64, value_b64]``;
-- ``{"op": "count", "table": T}``: how many records and commits ``T`` has.
+- ``{"op": "count", "table": T}``: how many records and commits ``T`` has;
+- ``{"op": "stage", "table": T, "records": [...]}``: takes the records and never makes them visible (what a writer
+  that failed before its commit leaves: a source must not read it).
 
 Each commit is one line of ``DATA`` (flushed and fsynced before the answer), read back when the server starts.
 """
@@ -25,6 +27,7 @@ _lock = threading.Lock()
 _tables: dict[str, list[list]] = {}
 _commits: dict[str, int] = {}
 _txns: set[tuple[str, str]] = set()
+_staged: dict[str, int] = {}
 
 
 def _load(path: str) -> None:
@@ -71,10 +74,14 @@ def _answer(request: dict, data_path: str) -> dict:
                 os.fsync(data.fileno())
             _apply(commit)
             return {"ok": True}
+        if op == "stage":
+            _staged[table] = _staged.get(table, 0) + len(request["records"])
+            return {"ok": True, "staged": _staged[table]}
         if op == "scan":
             return {"records": _tables.get(table, [])[int(request.get("from", 0)):]}
         if op == "count":
-            return {"records": len(_tables.get(table, [])), "commits": _commits.get(table, 0)}
+            return {"records": len(_tables.get(table, [])), "commits": _commits.get(table, 0),
+                    "staged": _staged.get(table, 0)}
     return {"error": f"unknown op {op!r}"}
 
 

@@ -4,6 +4,8 @@ end to end, and the same checks that judge the shipped outputs find a replay wri
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from streamcert.conformance.certify import certify, prepare
@@ -13,13 +15,13 @@ from tests.external_system.ledger import SYSTEM, LedgerReader, LedgerSystem
 
 def test_the_ledger_declares_a_system_that_satisfies_the_spi():
     assert isinstance(SYSTEM, ExternalSystem) and issubclass(LedgerReader, OutputReader)
-    assert LedgerSystem().faults() == ("kill", "restart")
+    assert LedgerSystem().faults() == ("kill", "restart", "pause", "resume")
     assert LedgerSystem().endpoints().keys() == {"ledger"}
 
 
-def _run(sink: str, stack, tmp_path) -> tuple:
-    result = certify(prepare([f"tests.external_system.ledger:{sink}"], ["SNK-1"], seed=1, quick=True), tmp_path,
-                     environment=stack)
+def _run(connector: str, stack, tmp_path, requirement: str = "SNK-1", quick: bool = True) -> tuple:
+    result = certify(prepare([f"tests.external_system.ledger:{connector}"], [requirement], seed=1, quick=quick),
+                     tmp_path, environment=stack)
     [verdict] = result.verdicts
     checks = {check["name"]: check for run in verdict.evidence["runs"] for check in run["checks"]}
     return verdict, checks
@@ -50,8 +52,11 @@ def test_the_system_faults_kill_and_restart_the_ledger_server_by_its_name(tmp_pa
     from streamcert.harness.stack.external import ExternalSystems
     from tests.external_system.ledger import request
 
+    class Unpausable(LedgerSystem):
+        pause, resume = ExternalSystem.pause, ExternalSystem.resume
+
     with ExternalSystems(tmp_path) as systems:
-        address = systems.started(LedgerSystem()).direct["ledger"]
+        address = systems.started(Unpausable()).direct["ledger"]
         context = FaultContext(environment=SimpleNamespace(systems=systems), history=History(),
                                workdir=tmp_path / "faults")
         kill = build_fault(FaultSpec("system_kill", "test-ledger", 0, 0), context)
@@ -59,8 +64,51 @@ def test_the_system_faults_kill_and_restart_the_ledger_server_by_its_name(tmp_pa
         with pytest.raises(OSError):
             request(address, {"op": "count", "table": "t"}, timeout=1)
         kill.stop()
-        assert request(address, {"op": "count", "table": "t"}) == {"records": 0, "commits": 0}
+        assert request(address, {"op": "count", "table": "t"}) == {"records": 0, "commits": 0, "staged": 0}
         pause = build_fault(FaultSpec("system_pause", "test-ledger", 0, 0), context)
         with pytest.raises(FaultNotApplicable, match="does not take 'pause'"):  # the run records it as a skip
             pause.start()
         assert request(address, {"op": "count", "table": "t"})["records"] == 0  # and nothing was done
+
+
+def test_the_system_pause_freezes_the_ledger_server_and_its_end_lets_it_answer(tmp_path):
+    from types import SimpleNamespace
+
+    from streamcert.harness.faults.base import FaultContext
+    from streamcert.harness.faults.registry import build_fault
+    from streamcert.harness.faults.schedule import FaultSpec
+    from streamcert.harness.run.history import History
+    from streamcert.harness.stack.external import ExternalSystems
+    from tests.external_system.ledger import request
+
+    with ExternalSystems(tmp_path) as systems:
+        address = systems.started(LedgerSystem()).direct["ledger"]
+        pause = build_fault(FaultSpec("system_pause", "test-ledger", 0, 0), FaultContext(
+            environment=SimpleNamespace(systems=systems), history=History(), workdir=tmp_path / "faults"))
+        pause.start()
+        with pytest.raises(OSError):  # a frozen server accepts the connection and answers nothing
+            request(address, {"op": "count", "table": "t"}, timeout=1)
+        pause.stop()
+        assert request(address, {"op": "count", "table": "t"})["records"] == 0
+
+
+def _struck(folder) -> set[str]:
+    """The faults that started in the certification's runs (their results.json)."""
+    return {event["fault"] for path in folder.glob("runs/*/*/results.json")
+            for event in json.loads(path.read_text())["history"] if event.get("kind") == "fault-start"}
+
+
+@pytest.mark.integration
+def test_a_source_reading_a_system_of_its_own_passes_src_8_through_its_link_s_toxics_and_the_system_s_kill(
+        stack, tmp_path):
+    verdict, checks = _run("SOURCE", stack, tmp_path, "SRC-8", quick=False)
+    assert verdict.verdict == "pass", verdict.reason
+    assert checks["lost"]["valid"] is True and checks["duplicate"]["valid"] is True
+    assert {"system_kill", "system_pause", "down"} <= _struck(tmp_path)
+
+
+@pytest.mark.integration
+def test_a_source_that_skips_ahead_when_its_system_is_away_fails_src_8_with_lost_records(stack, tmp_path):
+    verdict, checks = _run("SKIPPING_SOURCE", stack, tmp_path, "SRC-8", quick=False)
+    assert verdict.verdict == "fail", verdict.reason
+    assert checks["lost"]["valid"] is False and checks["lost"]["counts"]["lost"] > 0
