@@ -495,7 +495,8 @@ def _produce_unrecorded(writer: InputWriter, count: int, workload: WorkloadSpec,
     from streamcert.harness.run.workload import encode_value
 
     now = time.time()
-    records = [InputRecord(f"unrecorded-{i % 7}".encode(), encode_value(first_id + i, i, now, workload.record_bytes))
+    records = [InputRecord(f"unrecorded-{i % 7}".encode(), encode_value(first_id + i, i, now, workload.record_bytes),
+                           (i % 7) % workload.partitions)  # a key keeps its partition
                for i in range(count)]
     step = workload.transaction_records
     for start in range(0, count, step):

@@ -16,7 +16,8 @@ from typing import Any
 
 from streamcert.harness.run.observers.base import Observer, OutputTarget
 from streamcert.harness.run.observers.kafka import KafkaObserver
-from streamcert.harness.stack.kafka_clients import TopicSettings, client_conf, create_topic, end_offsets, produce
+from streamcert.harness.run.workload import produce_record
+from streamcert.harness.stack.kafka_clients import TopicSettings, client_conf, create_topic, end_offsets
 from streamcert.harness.systems.stack_system import StackSystem
 from streamcert.spi.external import Endpoint, InputRecord, InputWriter, Leftovers
 
@@ -66,8 +67,9 @@ class KafkaTopics(StackSystem):
 
 
 class KafkaTopicWriter(InputWriter):
-    """Writes into topic ``topic``; a committed write is acknowledged by every in-sync replica (idempotent producer),
-    an uncommitted one is produced in a transaction and aborted, as a failed transactional writer leaves it."""
+    """Writes into topic ``topic``, each record into its ``partition``; a committed write is acknowledged by every
+    in-sync replica (idempotent producer), an uncommitted one is produced in a transaction and aborted, as a failed
+    transactional writer leaves it."""
 
     writes_uncommitted = True
 
@@ -75,6 +77,7 @@ class KafkaTopicWriter(InputWriter):
         self.bootstrap = bootstrap
         self.topic = topic
         self.settings = settings
+        self._idempotent = None
         self._transactional = None
 
     def prepare(self, partitions: int) -> None:
@@ -82,7 +85,7 @@ class KafkaTopicWriter(InputWriter):
 
     def write(self, records: Sequence[InputRecord], commit: bool = True) -> None:
         if commit:
-            produce(self.bootstrap, self.topic, [(r.key, r.value) for r in records])
+            self._write_committed(records)
             return
         producer = self._aborting_producer()
         producer.begin_transaction()
@@ -106,9 +109,29 @@ class KafkaTopicWriter(InputWriter):
         return run_open_loop(self.bootstrap, self.topic, spec, duration_s, users, workdir)
 
     def close(self) -> None:
-        if self._transactional is not None:
-            self._transactional.flush(10)
-            self._transactional = None
+        for producer in (self._idempotent, self._transactional):
+            if producer is not None:
+                producer.flush(10)
+        self._idempotent = self._transactional = None
+
+    def _write_committed(self, records: Sequence[InputRecord]) -> None:
+        """Each record into its partition, then wait for every acknowledgement (one producer for every write)."""
+        from confluent_kafka import KafkaError, KafkaException, Producer
+
+        if self._idempotent is None:
+            self._idempotent = Producer(client_conf(self.bootstrap, **{"linger.ms": 5, "acks": "all",
+                                                                       "enable.idempotence": True}))
+        failures: list = []
+
+        def delivered(error, _message) -> None:
+            if error is not None:
+                failures.append(error)
+
+        for record in records:
+            produce_record(self._idempotent, self.topic, record.value, record.key, record.partition, delivered,
+                           full_queue_timeout=60.0, drain_s=0.05)
+        if self._idempotent.flush(60) or failures:
+            raise KafkaException(failures[0] if failures else KafkaError(KafkaError._MSG_TIMED_OUT))
 
     def _aborting_producer(self):
         from confluent_kafka import Producer
