@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.run.input_writer import load_with_writer
+from streamcert.harness.run.input_writer import load_with_writer, load_workload
 from streamcert.harness.run.workload import WorkloadSpec, record_id_of
 from streamcert.spi.external import InputWriter
 
@@ -47,3 +47,16 @@ def test_a_writer_that_cannot_leave_a_write_uncommitted_is_refused_for_a_workloa
         load_with_writer(writer, "t", WorkloadSpec(total=200, transaction_records=10, aborted_fraction=0.5, seed=1))
     load_with_writer(writer, "t", WorkloadSpec(total=100, seed=1))
     assert all(commit for _, commit in writer.writes)
+
+
+def test_a_writer_with_a_bulk_load_of_its_own_loads_the_whole_workload_with_it_and_others_write_by_transaction():
+    class Bulk(_Writer):
+        def load(self, spec):
+            self.loaded = spec
+            return "its own ledger"
+
+    spec = WorkloadSpec(total=100, transaction_records=10, seed=1)
+    bulk = Bulk()
+    assert load_workload(bulk, "t", spec) == "its own ledger" and bulk.loaded is spec and bulk.writes == []
+    plain = _Writer()
+    assert len(load_workload(plain, "t", spec).frame) == 100 and len(plain.writes) == 10
