@@ -1065,8 +1065,8 @@ def _plain(value: Any) -> Any:
         return value.isoformat()
     if value is None or value is pd.NA or value is pd.NaT:
         return None
+    if isinstance(value, np.generic):  # before str: numpy's str_ is one, and would show as np.str_('...')
+        return value.item()
     if isinstance(value, str | int):
         return value
-    if isinstance(value, np.generic):
-        return value.item()
     return str(value)

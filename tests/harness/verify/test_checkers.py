@@ -311,6 +311,7 @@ def test_order_takes_the_files_of_one_batch_in_any_order_and_each_file_in_its_ow
     assert swapped.valid is False and swapped.counts["non_monotonic"] == 1
     [violation] = [v for v in swapped.violations if v.get("within") == "order_stream"]
     assert violation["id"] == 5 and violation["previous_seq"] == 3
+    assert type(violation["within"]) is str  # plain text in the report's reason, not numpy's str_
 
 
 def test_order_reports_a_gap_where_a_record_is_missing():
