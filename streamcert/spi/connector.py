@@ -182,6 +182,7 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
                                      hint="Subclass SourceConnector, SinkConnector or AggregatorConnector.")
         if not self.name:
             raise ConfigurationError(f"The {where} has no name.", hint="Set the class attribute name = '...'.")
+        self._check_system(where)
         both = sorted(set(self.claims) & set(self.unclaimed))
         if both:
             raise ConfigurationError(f"The {where} both claims and waives {', '.join(both)}.",
@@ -210,6 +211,23 @@ class Connector(ABC):  # noqa: B024 - each kind below adds its one abstract meth
                 raise ConfigurationError(
                     f"The {where} neither claims nor waives {', '.join(undeclared)}.",
                     hint="Add each to claims, or to unclaimed with the reason it does not apply.")
+
+    def _check_system(self, where: str) -> None:
+        """A declared system is an :class:`ExternalSystem` that does its part: a source's writes the input, a
+        sink's reads the output back."""
+        for attribute, method, part in (("input_system", "writer", "load the workload into what it reads"),
+                                        ("output_system", "reader", "read back what it wrote")):
+            system = getattr(self, attribute, None)
+            if system is None:
+                continue
+            if not isinstance(system, ExternalSystem):
+                raise ConfigurationError(f"The {where}'s {attribute} is a {type(system).__name__}, not an "
+                                         "ExternalSystem.", hint="Declare an instance of a subclass of "
+                                         "streamcert.spi.external.ExternalSystem.")
+            if getattr(type(system), method) is getattr(ExternalSystem, method):
+                raise ConfigurationError(f"The {where}'s {attribute} {system.name or type(system).__name__!r} has no "
+                                         f"{method}(): the harness could not {part}.", hint=f"Override "
+                                         f"{type(system).__name__}.{method}() (see streamcert.spi.external).")
 
     def _check_capabilities(self, where: str, capabilities: Mapping[str, Iterable[str]]) -> None:
         claimed = sorted(str(claim) for claim in self.claims if not _REQUIREMENT_ID.fullmatch(str(claim)))

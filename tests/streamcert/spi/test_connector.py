@@ -10,6 +10,7 @@ from streamcert.conformance.catalogue import ids_for
 from streamcert.connectors.spark_builtin import SparkFileSink, SparkKafkaSink, SparkKafkaSource
 from streamcert.spi import ConfigurationError
 from streamcert.harness.run.observers import observer_classes
+from streamcert.spi.external import ExternalSystem
 from streamcert.spi.connector import KINDS, AggregatorConnector, Connector, QueryContext, SinkConnector, SourceConnector
 
 #: The requirement IDs by connector kind, from the catalogue.
@@ -66,6 +67,40 @@ def test_malformed_declarations_are_refused_with_what_is_wrong(changes, message)
     broken = type("Broken", (_Sink,), changes)()
     with pytest.raises(ConfigurationError, match=message):
         broken.check_declaration(strict=False)
+
+
+class _WriteOnly(ExternalSystem):
+    name = "write-only"
+
+    def writer(self, name, endpoints):
+        raise AssertionError("not called by a declaration check")
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"output_system": object()}, "output_system is a object, not an ExternalSystem"),
+    ({"output_system": _WriteOnly()}, r"output_system 'write-only' has no reader\(\)"),
+])
+def test_a_sink_s_system_that_cannot_read_its_output_back_is_refused(changes, message):
+    broken = type("Broken", (_Sink,), changes)()
+    with pytest.raises(ConfigurationError, match=message):
+        broken.check_declaration(strict=False)
+
+
+def test_a_source_s_system_without_a_writer_is_refused_and_one_with_it_is_taken():
+    class Source(SourceConnector):
+        name = "example-source"
+        claims = frozenset({"SRC-1"})
+
+        def read(self, spark, context):
+            return None
+
+    class ReadOnly(ExternalSystem):
+        name = "read-only"
+
+    with pytest.raises(ConfigurationError, match=r"input_system 'read-only' has no writer\(\)") as caught:
+        type("Broken", (Source,), {"input_system": ReadOnly()})().check_declaration(strict=False)
+    assert "Override ReadOnly.writer()" in caught.value.hint
+    type("Fine", (Source,), {"input_system": _WriteOnly()})().check_declaration(strict=False)
 
 
 def test_a_connector_of_no_kind_is_refused():
