@@ -87,7 +87,7 @@ class SparkKafkaSource(SourceConnector):
     bad_options = {"startingOffsets": "yesterday", "minPartitions": "0", "kafka.group.id": "mine"}
 
     def read(self, spark: Any, context: QueryContext) -> Any:
-        reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", context.bootstrap_servers)
+        reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", context.endpoint("kafka"))
                   .option("subscribe", context.input_topic).option("startingOffsets", "earliest")
                   .option("kafka.isolation.level", "read_committed")
                   .option("minPartitions", str(context.parallelism)))
@@ -113,7 +113,7 @@ class SparkKafkaSink(SinkConnector):
 
     def write(self, frame: Any, context: QueryContext) -> Any:
         return (frame.select("key", "value").writeStream.format("kafka")
-                .option("kafka.bootstrap.servers", context.bootstrap_servers).option("topic", context.output)
+                .option("kafka.bootstrap.servers", context.endpoint("kafka")).option("topic", context.output)
                 .options(**context.connector_options).option("checkpointLocation", context.checkpoint))
 
 
@@ -131,7 +131,7 @@ class ForeachBatchPostgresSink(SinkConnector):
     claims = _ALL_SINK | _GENERAL
 
     def write(self, frame: Any, context: QueryContext) -> Any:
-        dsn, table = context.postgres_dsn, context.output
+        dsn, table = context.endpoint("postgres"), context.output
 
         def append(batch: Any, batch_id: int) -> None:
             import psycopg
