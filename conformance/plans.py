@@ -326,19 +326,29 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
         schedule=_chain([("rescale", "driver", {"parallelism": 5}, 0.0), *grow,
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
-    link = _source_link(connector)
+    runs += _network_runs(ref, connector, seed, {"source": ref, "sink": SINK_PARTNER}, _workload,
+                          _source_link(connector), _input_server_faults(connector), failover=kafka_input)
+    return runs
+
+
+def _network_runs(ref: str, connector: Connector, seed: int, pipeline: dict[str, str], workload: Callable,
+                  link: str | None, server_faults: list, failover: bool) -> list[PlannedRun]:
+    """The network run (three seeded toxics on ``link``, then ``server_faults``; none without a link) and, when
+    ``failover`` (the connector's side of the pipeline is Kafka), the failover run on a 3-broker cluster.
+    ``pipeline`` places the connector (``source`` / ``sink``), ``workload`` makes each run's input."""
+    runs = []
     if link is not None:
         rng = _rng(seed, connector, "network")
         runs.append(_planned(ref, connector, "network", Scenario(
-            name=f"{connector.name}-network", source=ref, sink=SINK_PARTNER, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400),
-            schedule=_chain(_toxics(rng, link, 3) + _input_server_faults(connector), gap_s=2.0),
+            name=f"{connector.name}-network", **pipeline, parallelism=2,
+            options={"max_records_per_batch": 100}, workload=workload(rng, 2400),
+            schedule=_chain(_toxics(rng, link, 3) + server_faults, gap_s=2.0),
             faults_after_output=1, quiet_timeout_s=_QUIET_S)))
-    if kafka_input:
+    if failover:
         rng = _rng(seed, connector, "failover")
         runs.append(_planned(ref, connector, "failover", Scenario(
-            name=f"{connector.name}-failover", source=ref, sink=SINK_PARTNER, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=_workload(rng, 2400, rate=_FAILOVER_RATE),
+            name=f"{connector.name}-failover", **pipeline, parallelism=2,
+            options={"max_records_per_batch": 100}, workload=workload(rng, 2400, rate=_FAILOVER_RATE),
             schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     return runs
@@ -428,21 +438,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     if quick:
         return runs
     link = _sink_link(connector)
-    if link is not None:
-        rng = _rng(seed, connector, "network")
-        restart = _participant_restart(connector)
-        runs.append(_planned(ref, connector, "network", Scenario(
-            name=f"{connector.name}-network", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400),
-            schedule=_chain(_toxics(rng, link, 3) + restart, gap_s=2.0),
-            faults_after_output=1, quiet_timeout_s=_QUIET_S)))
-    if link == "kafka":
-        rng = _rng(seed, connector, "failover")
-        runs.append(_planned(ref, connector, "failover", Scenario(
-            name=f"{connector.name}-failover", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=_partner_workload(rng, 2400, rate=_FAILOVER_RATE),
-            schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
-            faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
+    runs += _network_runs(ref, connector, seed, {"source": SOURCE_PARTNER, "sink": ref}, _partner_workload, link,
+                          _participant_restart(connector), failover=link == "kafka")
     rng = _rng(seed, connector, "rescale")
     runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,
