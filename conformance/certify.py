@@ -12,6 +12,7 @@ Runs in the harness's process; the queries run in driver processes of their own.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 import shlex
@@ -29,6 +30,7 @@ from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.options_probe import cases_of, probe_options
 from streamcert.conformance.participants import probe_system_leftovers
 from streamcert.conformance.plans import PlannedRun, cluster_runs, plan
+from streamcert.conformance.shards import Shard, assign
 from streamcert.conformance.results import CertificationResult, RunSummary
 from streamcert.conformance.verdicts import JudgedRun, Verdict, capability_verdicts, judge, skipped
 from streamcert.harness.errors import ConfigurationError
@@ -36,10 +38,12 @@ from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.systems import addresses, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
+from streamcert.harness.verify.checkers import CheckResult
 from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 from streamcert.spi.connector import Connector
 
-__all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "on_master", "certify", "replay_command"]
+__all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "on_master", "certify", "replay_command", "evidence_of",
+           "verdicts_of", "render_reports"]
 
 _log = logging.getLogger(__name__)
 
@@ -64,6 +68,10 @@ class Certification:
     full_plan: dict[str, set[str]] = field(default_factory=dict)
     #: (connector reference, run name) -> why the run could not happen on this stack (an external cluster)
     skipped_runs: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: this certification's part of the plan (``--shard I/N``; None: all of it)
+    shard: Shard | None = None
+    #: (connector reference, run name) -> the shard that runs it, for the runs of other shards
+    elsewhere: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def requirements_of(self, connector: Connector) -> list[Requirement]:
         return [req for req in CATALOGUE if req.id in ids_for(connector.kind)
@@ -76,11 +84,13 @@ class Certification:
 
 def prepare(references: list[str] | None, requirement_ids: list[str] | None = None, *, seed: int = 1,
             quick: bool = False, strict: bool = True, spark_master: str | None = None,
-            cooperative: bool = True) -> Certification:
+            cooperative: bool = True, shard: Shard | None = None) -> Certification:
     """Find and check the connectors and requirements; plan the runs. A ConfigurationError on any bad input.
 
     ``spark_master``: run every query there instead of the plan's local masters (:func:`on_master`).
-    ``cooperative`` false: the connectors' own fault points are not used (only faults that need no cooperation)."""
+    ``cooperative`` false: the connectors' own fault points are not used (only faults that need no cooperation).
+    ``shard``: run only that part of the plan (:mod:`~streamcert.conformance.shards`); the rest is said to be
+    elsewhere."""
     if spark_master is not None:
         from streamcert.harness.stack.spark import refuse_unreachable_master, validate_master
 
@@ -122,6 +132,11 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
             if isinstance(moved, str):
                 certification.skipped_runs[(run.connector, run.name)] = moved
             certification.runs.append(run if isinstance(moved, str) else moved)
+    if shard is not None:
+        certification.shard = shard
+        for key, index in assign(certification.runs, shard.count).items():
+            if index != shard.index:
+                certification.elsewhere[key] = str(Shard(index, shard.count))
     return certification
 
 
@@ -183,6 +198,7 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     out.mkdir(parents=True, exist_ok=True)
     result = CertificationResult(
         seed=certification.seed, quick=certification.quick, strict=certification.strict, provider=provider,
+        cooperative=certification.cooperative, shard=str(certification.shard) if certification.shard else None,
         requirements=sorted(certification.wanted) if certification.wanted else None, command=command,
         connectors=[c.name for c in certification.connectors.values()], started_at=time.time(),
         declarations={c.name: ConnectorSummary.of(c, ref) for ref, c in certification.connectors.items()})
@@ -204,15 +220,16 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
             result.error += "\n" + traceback.format_exc(limit=5)
         raise
     finally:
+        result.skipped_runs = _skipped_list(certification)
         result.verdicts = _verdicts(certification, judged)
         result.capabilities = _capabilities(certification, result.verdicts)
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(out / "results.json")
-        _render_reports(out)
+        render_reports(out)
     return result
 
 
-def _render_reports(out: Path) -> None:
+def render_reports(out: Path) -> None:
     """report.html, junit.xml and summary.md beside results.json; a report that cannot be rendered must not cost
     the results (``streamcert report`` renders them again)."""
     from streamcert.reports.render import render_certification
@@ -291,7 +308,8 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
     from streamcert.harness.scenario import run_scenario
 
     for planned in sorted(certification.runs, key=lambda run: run.brokers):
-        if (planned.connector, planned.name) in certification.skipped_runs:
+        key = (planned.connector, planned.name)
+        if key in certification.skipped_runs or key in certification.elsewhere:
             continue
         reason = stacks.cannot_start(planned.brokers)
         if reason is not None:
@@ -303,14 +321,13 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
         if on_run:
             on_run("start", planned, None)
         if planned.probe == "acked_writes":
-            run_result, evidence = _acked_writes(env, planned, folder, certification.seed)
+            run_result = _acked_writes(env, planned, folder, certification.seed)
         elif planned.probe == "options":
-            run_result, evidence = _probe_options(env, planned, connector, folder, certification.seed)
+            run_result = _probe_options(env, planned, connector, folder, certification.seed)
         else:
             run_result = run_scenario(env, planned.scenario, folder)
-            sink = load_connector(planned.scenario.sink, "sink")
-            kill_points = {**sink.kill_points, **connector.kill_points}
-            evidence = RunEvidence.of_run(run_result, folder, kill_points, _probe(run_result, env, sink))
+            _keep_leftovers(folder, _probe(run_result, env, load_connector(planned.scenario.sink, "sink")))
+        evidence = evidence_of(planned, run_result, folder, connector)
         judged.append(JudgedRun(planned, run_result, evidence, folder.relative_to(out)))
         result.runs.append(RunSummary(
             connector=connector.name if connector else planned.connector, scenario=planned.name,
@@ -341,18 +358,52 @@ def _as_run(scenario: dict[str, Any], seed: int, folder: Path, work: Callable[[R
     return result
 
 
-def _probe_options(env: Any, planned: PlannedRun, connector: Connector, folder: Path,
-                   seed: int) -> tuple[RunResult, RunEvidence]:
+def evidence_of(planned: PlannedRun, run_result: RunResult, folder: Path, connector: Connector | None) -> RunEvidence:
+    """What the verdicts read of a finished run, from its result and its folder alone (a merge of shards reads
+    them back this way): a probe's outcomes, or the run's history, output, driver events and kept leftovers."""
+    if planned.probe == "acked_writes":
+        return RunEvidence(run_result.history, [], {}, {}, acked_writes=run_result.metrics.get("acked_writes"))
+    if planned.probe == "options":
+        return RunEvidence(run_result.history, [], {}, {}, option_cases=run_result.metrics.get("option_cases"))
+    sink = load_connector(planned.scenario.sink, "sink")
+    kill_points = {**sink.kill_points, **(connector.kill_points if connector is not None else {})}
+    return RunEvidence.of_run(run_result, folder, kill_points, _kept_leftovers(folder))
+
+
+#: The leftover probe's check, kept in the run's folder (it looks at the live system: it cannot be run again).
+_LEFTOVERS_FILE = "leftovers.json"
+
+
+def _keep_leftovers(folder: Path, check: CheckResult | None) -> None:
+    if check is not None:
+        (folder / _LEFTOVERS_FILE).write_text(json.dumps(check.to_dict(), indent=2))
+
+
+def _kept_leftovers(folder: Path) -> CheckResult | None:
+    path = folder / _LEFTOVERS_FILE
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return CheckResult(data["name"], data["valid"], data.get("counts") or {}, data.get("violations") or [],
+                       data.get("error"), data.get("data") or {})
+
+
+def _skipped_list(certification: Certification) -> list[dict[str, str]]:
+    names = {ref: connector.name for ref, connector in certification.connectors.items()}
+    return [{"connector": names.get(ref, ref), "scenario": run, "reason": why}
+            for (ref, run), why in sorted(certification.skipped_runs.items())]
+
+
+def _probe_options(env: Any, planned: PlannedRun, connector: Connector, folder: Path, seed: int) -> RunResult:
     """GEN-2's probe as a run: its outcomes are the evidence."""
     def probe(result: RunResult) -> None:
         result.metrics["option_cases"] = probe_options(env, planned.scenario, connector.kind, cases_of(connector),
                                                        folder)
 
-    result = _as_run(planned.scenario.as_dict(), seed, folder, probe)
-    return result, RunEvidence(result.history, [], {}, {}, option_cases=result.metrics.get("option_cases"))
+    return _as_run(planned.scenario.as_dict(), seed, folder, probe)
 
 
-def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> tuple[RunResult, RunEvidence]:
+def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> RunResult:
     """A BRK run: seed 003's producer on the stack's cluster through a leader isolation and kill."""
     import uuid
 
@@ -369,8 +420,7 @@ def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> tup
 
     scenario = {"name": planned.name, "probe": "acked_writes", "acks": params.get("acks"), "topic_config": config,
                 "isolated_s": params.get("isolated_s")}
-    result = _as_run(scenario, seed, folder, write)
-    return result, RunEvidence(result.history, [], {}, {}, acked_writes=result.metrics.get("acked_writes"))
+    return _as_run(scenario, seed, folder, write)
 
 
 def _probe(run_result: RunResult, env: Any, sink: Any):
@@ -384,6 +434,12 @@ def _probe(run_result: RunResult, env: Any, sink: Any):
 
 def _capabilities(certification: Certification, verdicts: list[Verdict]) -> dict[str, Any]:
     return capability_verdicts({c.name: (c.kind, c.claims) for c in certification.connectors.values()}, verdicts)
+
+
+def verdicts_of(certification: Certification, judged: list[JudgedRun]) -> tuple[list[Verdict], dict[str, Any]]:
+    """The verdicts of ``certification`` from its ``judged`` runs, and the capabilities they back."""
+    verdicts = _verdicts(certification, judged)
+    return verdicts, _capabilities(certification, verdicts)
 
 
 def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Verdict]:
@@ -409,11 +465,19 @@ def _judged(certification: Certification, reference: str, name: str, req: Requir
     planned = [run for run in certification.runs if run.connector == reference and req.id in run.judges]
     skipped_here = {run.name: certification.skipped_runs[(reference, run.name)] for run in planned
                     if (reference, run.name) in certification.skipped_runs}
+    elsewhere = {run.name: certification.elsewhere[(reference, run.name)] for run in planned
+                 if (reference, run.name) in certification.elsewhere}
     if planned and len(skipped_here) == len(planned):
         verdict = Verdict(connector=name, requirement=req.id, verdict="skip",
                           reason="; ".join(f"{run}: {why}" for run, why in skipped_here.items()))
     else:
-        verdict = judge(_Subject(name), req, mine, len(planned) - len(skipped_here), in_full_plan=in_full_plan)
+        verdict = judge(_Subject(name), req, mine, len(planned) - len(skipped_here) - len(elsewhere),
+                        in_full_plan=in_full_plan)
+        if elsewhere and verdict.verdict != "fail":  # a finding here stands; a pass needs the other shards' runs
+            where = "; ".join(f"{run} in shard {shard}" for run, shard in elsewhere.items())
+            verdict.reason = (f"its runs are in other shards too ({where}): `streamcert merge` the shards' results "
+                              "for its verdict" + (f"; here: {verdict.verdict}, {verdict.reason}" if mine else ""))
+            verdict.verdict = "unknown"
         if skipped_here:
             verdict.reason += " (not run here: " + "; ".join(f"{run}: {why}" for run, why in skipped_here.items()) + ")"
             verdict.evidence["skipped_runs"] = skipped_here

@@ -81,6 +81,12 @@ class CertificationResult(BaseModel):
     quick: bool = False
     requirements: list[str] | None = Field(None, description="the requirements asked for (none: all)")
     strict: bool = True
+    cooperative: bool = Field(True, description="false: the connectors' own fault points were left out")
+    shard: str | None = Field(None, description="the part of the plan this certification ran (I/N, --shard); none: "
+                                                "all of it")
+    merged_from: list[str] | None = Field(None, description="the shards' results.json this certification merges")
+    skipped_runs: list[dict[str, str]] = Field(default_factory=list, description="runs this stack could not have "
+                                                                                 "(connector, scenario, reason)")
     provider: str = "auto"
     command: str = Field("", description="the command that made this result")
     versions: dict[str, str | None] = Field(default_factory=versions)

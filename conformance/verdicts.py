@@ -164,6 +164,10 @@ def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], plann
                        reason="its faults need control of servers this stack does not have: " + skipped_faults,
                        evidence={"runs": [_run_evidence(run, []) for run in runs]})
     verdict = _judge_runs(name, requirement, runs)
+    if verdict.verdict == "pass" and planned and len(runs) < planned:  # an interrupted certification's half
+        verdict.verdict = "unknown"
+        verdict.reason = (f"only {len(runs)} of its {planned} runs happened (the certification stopped before the "
+                          f"others); they passed: {verdict.reason}")
     if skipped_faults:
         verdict.reason += f" (skipped here: {skipped_faults})"
     return verdict

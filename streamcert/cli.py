@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Sequence
 
 from streamcert.harness.arguments import positive_int, positive_seconds, seed
@@ -172,18 +173,34 @@ def _certify(args: argparse.Namespace) -> int:
     wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
                             cooperative=not args.no_cooperative,
-                            strict=not args.no_strict, spark_master=args.spark_master)
+                            strict=not args.no_strict, spark_master=args.spark_master, shard=args.shard)
     out = _out_folder(args.out)
     command = shlex.join(["streamcert", *args.argv])
-    print(f"streamcert certify: {len(certification.connectors)} connector(s), {len(certification.runs)} scenario "
-          f"run(s), seed {args.seed}{' (quick)' if args.quick else ''}; results in {out / 'results.json'}",
+    runs = len(certification.runs) - len(certification.elsewhere)
+    shard = f" (shard {certification.shard}: {len(certification.elsewhere)} run(s) in the others)" \
+        if certification.shard else ""
+    print(f"streamcert certify: {len(certification.connectors)} connector(s), {runs} scenario "
+          f"run(s){shard}, seed {args.seed}{' (quick)' if args.quick else ''}; results in {out / 'results.json'}",
           file=sys.stderr, flush=True)
-    with _RunProgress(len(certification.runs)) as progress:
+    with _RunProgress(runs) as progress:
         result = certify(certification, out, provider=args.provider, command=command, on_run=progress.update)
     _print_verdicts(result)
     counts = result.counts()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
           f"skipped in {result.duration_s:.0f} s; {out / 'results.json'}, {out / 'report.html'}", file=sys.stderr)
+    return EXIT_OK if result.passed() else EXIT_FAILED
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from streamcert.conformance.merge import merge
+
+    out = _out_folder(args.out)
+    result = merge([Path(path) for path in args.results], out, command=shlex.join(["streamcert", *args.argv]))
+    _print_verdicts(result)
+    counts = result.counts()
+    print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
+          f"skipped, merged from {len(args.results)} shard(s); {out / 'results.json'}, {out / 'report.html'}",
+          file=sys.stderr)
     return EXIT_OK if result.passed() else EXIT_FAILED
 
 
@@ -240,7 +257,6 @@ def _rate(text: str) -> float | None:
 
 def _faults(texts: list[str]) -> tuple:
     """Each --fault: a schedule file, or the JSON of one entry or of a list of entries."""
-    from pathlib import Path
 
     from streamcert.harness.faults.schedule import parse
 
@@ -360,6 +376,15 @@ def _master(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _shard(text: str):
+    from streamcert.conformance.shards import parse_shard
+
+    try:
+        return parse_shard(text)
+    except StreamcertError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     from streamcert.harness.stack.spark import DEFAULT_MASTER
 
@@ -437,7 +462,18 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run every query on this master instead of the plan's local ones: your cluster "
                            "(spark://host:port) or a standalone cluster streamcert starts per run (standalone); "
                            "runs and faults that need executors on this machine are then skipped with the reason")
+    cert.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                      help="run only shard I of N of the plan (balanced by each run's expected time; the same plan "
+                           "splits the same way everywhere); `streamcert merge` makes one certification of them")
     cert.set_defaults(func=_certify)
+
+    merging = commands.add_parser("merge", help="one certification from its shards' results (certify --shard I/N): "
+                                                "every verdict judged again from all their runs")
+    merging.add_argument("results", nargs="+", metavar="RESULTS.json",
+                         help="each shard's results.json (or its --out folder), every shard once")
+    merging.add_argument("--out", default="results/certification", metavar="DIR",
+                         help="where the merged results.json, reports and runs go (default results/certification)")
+    merging.set_defaults(func=_merge)
 
     report = commands.add_parser("report", help="render a certification's report.html, junit.xml and summary.md "
                                                 "from its results.json, or a benchmark's bench.html from bench.json")
@@ -497,7 +533,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _out_folder(text: str):
     """The --out folder, created now: one that cannot be written is refused before any work starts."""
-    from pathlib import Path
 
     from streamcert.harness.stack.settings import writable_folder
 

@@ -89,6 +89,15 @@ def test_an_incomplete_run_a_missing_check_or_no_run_is_unknown_never_pass():
     assert "stopped before them" in judge(_Sink(), requirement("SNK-7"), [], planned=1).reason
 
 
+def test_a_requirement_whose_certification_stopped_between_its_runs_is_unknown_even_when_those_passed():
+    passed = _run([_check(n) for n in OUTPUT], _IN_WINDOW)
+    assert judge(_Sink(), requirement("SNK-1"), [passed], planned=1).verdict == "pass"
+    half = judge(_Sink(), requirement("SNK-1"), [passed], planned=2)
+    assert half.verdict == "unknown" and half.reason.startswith("only 1 of its 2 runs happened")
+    failing = _run([_check(n) for n in OUTPUT[:-1]] + [_check("per_key_order", False)], _IN_WINDOW)
+    assert judge(_Sink(), requirement("SNK-1"), [failing], planned=2).verdict == "fail"  # a finding stands
+
+
 def test_every_run_that_judges_a_requirement_must_pass():
     good = _run([_check(n) for n in OUTPUT], _IN_WINDOW)
     bad = _run([_check(n) for n in OUTPUT[:-1]] + [_check("per_key_order", False)], _IN_WINDOW, name="rescale")

@@ -1,0 +1,46 @@
+"""Shards merged on the real stack: each shard runs its part and leaves what it cannot judge alone unknown, naming
+the shard that has the rest; the merge of all of them gives the verdicts of the unsharded certification, and refuses
+shards that are not one plan's."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.conformance.certify import certify, prepare
+from streamcert.conformance.merge import merge
+from streamcert.conformance.shards import parse_shard
+from streamcert.harness.errors import ConfigurationError
+
+pytestmark = pytest.mark.integration
+
+_CONNECTORS, _REQUIREMENTS = ["streamcert-kafka"], ["SRC-7", "SRC-9"]  # baseline judges SRC-9, bounded both
+
+
+def _verdicts(result) -> list[tuple[str, str, str, str]]:
+    return [(v.connector, v.requirement, v.verdict, v.reason) for v in result.verdicts]
+
+
+def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, tmp_path):
+    whole = certify(prepare(_CONNECTORS, _REQUIREMENTS), tmp_path / "whole", environment=stack)
+    parts = [certify(prepare(_CONNECTORS, _REQUIREMENTS, shard=parse_shard(f"{index}/2")), tmp_path / f"part{index}",
+                     environment=stack) for index in (1, 2)]
+    assert sorted(len(part.runs) for part in parts) == [1, 1] and {part.shard for part in parts} == {"1/2", "2/2"}
+    for part in parts:  # SRC-9 needs both runs: no shard can pass it alone
+        [src9] = [v for v in part.verdicts if v.requirement == "SRC-9"]
+        assert src9.verdict == "unknown" and "in shard" in src9.reason and "streamcert merge" in src9.reason
+    merged = merge([tmp_path / "part1", tmp_path / "part2" / "results.json"], tmp_path / "merged")
+    assert _verdicts(merged) == _verdicts(whole) and all(v.verdict == "pass" for v in merged.verdicts)
+    assert merged.complete and merged.shard is None and len(merged.merged_from) == 2
+    assert (tmp_path / "merged" / "report.html").exists()
+    assert all((tmp_path / "merged" / run.folder / "results.json").exists() for run in merged.runs)
+    again = merge([tmp_path / "part2", tmp_path / "part1"], tmp_path / "merged")  # an earlier merge is replaced
+    assert _verdicts(again) == _verdicts(whole)
+
+    with pytest.raises(ConfigurationError, match="missing 2/2"):
+        merge([tmp_path / "part1"], tmp_path / "m1")
+    with pytest.raises(ConfigurationError, match="given twice 1/2"):
+        merge([tmp_path / "part1", tmp_path / "part1", tmp_path / "part2"], tmp_path / "m2")
+    with pytest.raises(ConfigurationError, match="ran the whole plan"):
+        merge([tmp_path / "whole", tmp_path / "part1"], tmp_path / "m3")
+    with pytest.raises(ConfigurationError, match="no merge wrote"):
+        merge([tmp_path / "part1", tmp_path / "part2"], tmp_path / "whole")

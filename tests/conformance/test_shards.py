@@ -1,0 +1,46 @@
+"""Sharding a certification's plan: every run in exactly one shard, the same split everywhere, the shards' expected
+times balanced, and what a shard cannot judge alone said so."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamcert.conformance.certify import prepare
+from streamcert.conformance.shards import RUN_COST, Shard, assign, parse_shard
+from streamcert.harness.errors import ConfigurationError
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0", ""])
+def test_a_shard_that_is_not_i_of_n_is_refused_with_a_hint(text):
+    with pytest.raises(ConfigurationError, match="not a shard") as caught:
+        parse_shard(text)
+    assert "1 <= I <= N" in caught.value.hint
+
+
+def test_a_shard_is_read_as_i_of_n():
+    assert parse_shard(" 2 / 3 ") == Shard(2, 3) and str(Shard(2, 3)) == "2/3"
+
+
+@pytest.fixture(scope="module")
+def full_plan():
+    return prepare(None, None, seed=1, quick=False).runs
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5])
+def test_every_run_of_the_plan_is_in_exactly_one_shard_and_the_split_is_balanced(full_plan, count):
+    shards = assign(full_plan, count)
+    assert sorted(shards) == sorted((run.connector, run.name) for run in full_plan)
+    assert set(shards.values()) <= set(range(1, count + 1))
+    loads = [sum(RUN_COST.get(name, 30.0) for (_, name), shard in shards.items() if shard == index)
+             for index in range(1, count + 1)]
+    assert max(loads) - min(loads) <= max(RUN_COST.values())  # greedy: off by at most one run
+    assert assign(list(reversed(full_plan)), count) == shards  # the plan's order does not change the split
+
+
+def test_each_shard_runs_its_part_and_knows_where_the_others_are(full_plan):
+    parts = [prepare(None, None, seed=1, quick=False, shard=Shard(index, 3)) for index in (1, 2, 3)]
+    mine = [{(run.connector, run.name) for run in part.runs} - set(part.elsewhere) for part in parts]
+    assert set().union(*mine) == {(run.connector, run.name) for run in full_plan}
+    assert sum(len(runs) for runs in mine) == len(full_plan)  # disjoint
+    assert {where for part in parts for where in part.elsewhere.values()} == {"1/3", "2/3", "3/3"}
+    assert all(part.elsewhere[key] != f"{index}/3" for index, part in enumerate(parts, 1) for key in part.elsewhere)
