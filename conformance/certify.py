@@ -11,12 +11,16 @@ Runs in the harness's process; the queries run in driver processes of their own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
+import queue
 import re
 import shlex
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -43,7 +47,7 @@ from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 from streamcert.spi.connector import Connector
 
 __all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "on_master", "certify", "replay_command", "evidence_of",
-           "verdicts_of", "render_reports"]
+           "verdicts_of", "render_reports", "default_jobs"]
 
 _log = logging.getLogger(__name__)
 
@@ -185,14 +189,17 @@ def replay_command(reference: str, requirement_id: str, seed: int, quick: bool, 
 
 def certify(certification: Certification, out: Path, *, provider: str = "auto", command: str = "",
             on_run: Callable[[str, PlannedRun, RunResult | None], None] | None = None,
-            environment: Any = None) -> CertificationResult:
+            environment: Any = None, jobs: int = 1) -> CertificationResult:
     """Run ``certification`` and write ``out/results.json`` and its reports (report.html, junit.xml, summary.md);
     return the result.
 
     ``on_run(phase, planned, result)`` is called with ``"start"`` before each run and ``"done"`` after it (the
-    progress display). ``environment``: an already started stack (tests); otherwise one is started here with
-    ``provider`` and stopped at the end.
+    progress display; from several threads when ``jobs`` > 1, one call at a time). ``environment``: an already
+    started stack (tests); otherwise one is started here with ``provider`` and stopped at the end. ``jobs``: runs at
+    once, each job on a stack of its own (:func:`default_jobs`); a given ``environment`` serves one job only.
     """
+    if jobs < 1:
+        raise ConfigurationError(f"--jobs {jobs} runs nothing.", hint="Give --jobs 1 or more.")
     out = Path(out)
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -211,8 +218,11 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     shutil.rmtree(out / "runs", ignore_errors=True)  # a run folder of an earlier certification must not be resumed
     try:
         result.save(out / "results.json")
-        with _Stacks(provider, environment) as stacks:
-            _run_all(certification, stacks, out, judged, result, on_run)
+        if jobs == 1 or environment is not None:
+            with _Stacks(provider, environment) as stacks:
+                _run_all(certification, stacks, out, judged, result, on_run)
+        else:
+            _run_jobs(certification, provider, jobs, out, judged, result, on_run)
         result.complete = True
     except BaseException as exc:
         result.error = f"{type(exc).__name__}: {exc}"
@@ -303,31 +313,88 @@ class _Stacks:
             current[1].stop()
 
 
+def default_jobs() -> int:
+    """Runs at once when ``--jobs`` is not given: one per 2 cores and per 4 GiB of available memory (a job's stack
+    holds a broker, a database and a Spark driver of up to 2 GiB, and a kill run's restarts keep 2 cores busy; a
+    busier machine makes the moment kills' windows harder to see), at least 1."""
+    import psutil
+
+    cores = os.cpu_count() or 1
+    memory_gib = psutil.virtual_memory().available / 2 ** 30
+    return max(1, min(cores // 2, int(memory_gib // 4)))
+
+
+def _run_jobs(certification: Certification, provider: str, jobs: int, out: Path, judged: list[JudgedRun],
+              result: CertificationResult, on_run) -> None:
+    """The runs on ``jobs`` threads, each with stacks of its own, taking the next run (fewest brokers first) as it
+    finishes one; results.json is rewritten after every run, one thread at a time."""
+    pending = queue.SimpleQueue()
+    for planned in _in_order(certification):
+        pending.put(planned)
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with _Stacks(provider) as stacks:
+                while not failures:
+                    try:
+                        planned = pending.get_nowait()
+                    except queue.Empty:
+                        return
+                    _run_one(certification, stacks, planned, out, judged, result, on_run, lock)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, name=f"certify-job-{index + 1}", daemon=True) for index in range(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # joined in steps: Ctrl-C reaches the main thread while the jobs run
+            thread.join(0.5)
+    if failures:
+        raise failures[0]
+
+
+def _in_order(certification: Certification) -> list[PlannedRun]:
+    """The runs this certification makes, fewest brokers first (a stack is started again only between kinds)."""
+    return [planned for planned in sorted(certification.runs, key=lambda run: run.brokers)
+            if (planned.connector, planned.name) not in certification.skipped_runs
+            and (planned.connector, planned.name) not in certification.elsewhere]
+
+
 def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: list[JudgedRun],
              result: CertificationResult, on_run) -> None:
+    for planned in _in_order(certification):
+        _run_one(certification, stacks, planned, out, judged, result, on_run, None)
+
+
+def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun, out: Path, judged: list[JudgedRun],
+             result: CertificationResult, on_run, lock: threading.Lock | None) -> None:
+    """One planned run on ``stacks``, judged into ``result`` (under ``lock`` when jobs share it)."""
     from streamcert.harness.scenario import run_scenario
 
-    for planned in sorted(certification.runs, key=lambda run: run.brokers):
-        key = (planned.connector, planned.name)
-        if key in certification.skipped_runs or key in certification.elsewhere:
-            continue
-        reason = stacks.cannot_start(planned.brokers)
-        if reason is not None:
+    guard = lock if lock is not None else contextlib.nullcontext()
+    reason = stacks.cannot_start(planned.brokers)
+    if reason is not None:
+        with guard:
             certification.skipped_runs[(planned.connector, planned.name)] = reason
-            continue
-        env = stacks(planned.brokers)
-        connector = certification.connectors.get(planned.connector)
-        folder = out / "runs" / _slug(connector.name if connector else planned.connector) / planned.name
-        if on_run:
+        return
+    env = stacks(planned.brokers)
+    connector = certification.connectors.get(planned.connector)
+    folder = out / "runs" / _slug(connector.name if connector else planned.connector) / planned.name
+    if on_run:
+        with guard:
             on_run("start", planned, None)
-        if planned.probe == "acked_writes":
-            run_result = _acked_writes(env, planned, folder, certification.seed)
-        elif planned.probe == "options":
-            run_result = _probe_options(env, planned, connector, folder, certification.seed)
-        else:
-            run_result = run_scenario(env, planned.scenario, folder)
-            _keep_leftovers(folder, _probe(run_result, env, load_connector(planned.scenario.sink, "sink")))
-        evidence = evidence_of(planned, run_result, folder, connector)
+    if planned.probe == "acked_writes":
+        run_result = _acked_writes(env, planned, folder, certification.seed)
+    elif planned.probe == "options":
+        run_result = _probe_options(env, planned, connector, folder, certification.seed)
+    else:
+        run_result = run_scenario(env, planned.scenario, folder)
+        _keep_leftovers(folder, _probe(run_result, env, load_connector(planned.scenario.sink, "sink")))
+    evidence = evidence_of(planned, run_result, folder, connector)
+    with guard:
         judged.append(JudgedRun(planned, run_result, evidence, folder.relative_to(out)))
         result.runs.append(RunSummary(
             connector=connector.name if connector else planned.connector, scenario=planned.name,

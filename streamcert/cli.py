@@ -168,7 +168,7 @@ _VERDICT_STYLE = {"pass": "[green]pass[/green]", "fail": "[red]FAIL[/red]", "ski
 
 def _certify(args: argparse.Namespace) -> int:
 
-    from streamcert.conformance.certify import certify, prepare
+    from streamcert.conformance.certify import certify, default_jobs, prepare
 
     wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
@@ -182,8 +182,12 @@ def _certify(args: argparse.Namespace) -> int:
     print(f"streamcert certify: {len(certification.connectors)} connector(s), {runs} scenario "
           f"run(s){shard}, seed {args.seed}{' (quick)' if args.quick else ''}; results in {out / 'results.json'}",
           file=sys.stderr, flush=True)
+    jobs = args.jobs or default_jobs()
+    if jobs > 1:
+        print(f"streamcert certify: {jobs} runs at once, each on a stack of its own", file=sys.stderr, flush=True)
     with _RunProgress(runs) as progress:
-        result = certify(certification, out, provider=args.provider, command=command, on_run=progress.update)
+        result = certify(certification, out, provider=args.provider, command=command, on_run=progress.update,
+                         jobs=jobs)
     _print_verdicts(result)
     counts = result.counts()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
@@ -462,6 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run every query on this master instead of the plan's local ones: your cluster "
                            "(spark://host:port) or a standalone cluster streamcert starts per run (standalone); "
                            "runs and faults that need executors on this machine are then skipped with the reason")
+    cert.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                      help="runs at once, each on a stack of its own (default: one per 2 cores and per 4 GiB of "
+                           "available memory, at least 1)")
     cert.add_argument("--shard", type=_shard, default=None, metavar="I/N",
                       help="run only shard I of N of the plan (balanced by each run's expected time; the same plan "
                            "splits the same way everywhere); `streamcert merge` makes one certification of them")

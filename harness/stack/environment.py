@@ -371,7 +371,7 @@ class Environment:
             self.toxiproxy.stop()
         elif self._external is not None and self.postgres_link is not None:
             try:
-                self.postgres_link.api.client().get_proxy(self.postgres_link.name).destroy()
+                self.postgres_link.api.destroy(self.postgres_link.name)
             except Exception:  # the user's Toxiproxy may be gone; nothing of ours is left there then
                 pass
 

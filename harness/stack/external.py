@@ -111,7 +111,7 @@ class ExternalSystems:
         for started in reversed(self._stopping):
             for link in started.links.values():
                 try:
-                    link.api.client().get_proxy(link.name).destroy()
+                    link.api.destroy(link.name)
                 except Exception:  # noqa: BLE001 - Toxiproxy may be gone already; its links went with it
                     pass
             try:

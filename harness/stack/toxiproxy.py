@@ -1,12 +1,15 @@
 """The real Toxiproxy server, and the links (proxies) every client byte passes through.
 
-Driven with ``toxiproxy-python``. That client keeps the API address in
-class attributes, so :meth:`LocalToxiproxy.client` re-points it before each
-use; one process can drive several servers, one call at a time.
+Driven with ``toxiproxy-python``. That client keeps the API address in class attributes, so
+:meth:`ToxiproxyApi.session` re-points it for each use and holds a process-wide lock meanwhile: one process
+(the jobs of ``certify --jobs``) can drive several servers, one call at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,9 @@ from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, toke
 from streamcert.harness.stack.readiness import toxiproxy_readiness
 
 __all__ = ["TOXIC_TYPES", "Link", "LinkGroup", "ToxiproxyApi", "LocalToxiproxy"]
+
+#: Held while a toxiproxy-python client is in use (its server address is a class attribute: one per process).
+_CLIENT_LOCK = threading.RLock()
 
 #: Toxic types of Toxiproxy 2.12 and the attributes each takes.
 TOXIC_TYPES: dict[str, tuple[str, ...]] = {
@@ -49,13 +55,24 @@ class ToxiproxyApi:
         response.raise_for_status()
         return response.text.strip()
 
-    def client(self):
-        """A ``toxiproxy.Toxiproxy`` client pointed at this server."""
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Any]:
+        """A ``toxiproxy.Toxiproxy`` client pointed at this server, for the ``with`` block only: toxiproxy-python
+        keeps the server's address in class attributes, read at each call, so two stacks of one process (the jobs of
+        ``certify --jobs``) take turns here, or one's calls would reach the other's server."""
         from toxiproxy import Toxiproxy
         from toxiproxy.api import APIConsumer
 
-        APIConsumer.host, APIConsumer.port = self.host, self.port
-        return Toxiproxy()
+        with _CLIENT_LOCK:
+            APIConsumer.host, APIConsumer.port = self.host, self.port
+            yield Toxiproxy()
+
+    def destroy(self, name: str) -> None:
+        """Remove proxy ``name`` (nothing when there is none)."""
+        with self.session() as client:
+            proxy = client.get_proxy(name)
+            if proxy is not None:
+                proxy.destroy()
 
     def create_link(self, name: str, upstream: str, listen_port: int | None = None,
                     bind_host: str = LOOPBACK) -> "Link":
@@ -64,14 +81,12 @@ class ToxiproxyApi:
         ``bind_host`` is where Toxiproxy binds the proxy: loopback for a local
         server; all interfaces inside a container, whose port Docker publishes on loopback.
         """
-        client = self.client()
-        existing = client.get_proxy(name)
-        if existing is not None:
-            existing.destroy()
+        self.destroy(name)
         port = listen_port or free_port()
         if bind_host == LOOPBACK:
             ensure_port_free(port, f"Toxiproxy link {name!r}")
-        client.create(upstream=upstream, name=name, listen=f"{bind_host}:{port}", enabled=True)
+        with self.session() as client:
+            client.create(upstream=upstream, name=name, listen=f"{bind_host}:{port}", enabled=True)
         return Link(self, name, LOOPBACK, port, upstream)
 
 
@@ -89,12 +104,15 @@ class Link:
     def listen(self) -> str:
         return f"{self.listen_host}:{self.listen_port}"
 
-    def _proxy(self):
-        proxy = self.api.client().get_proxy(self.name)
-        if proxy is None:
-            raise ConfigurationError(f"Toxiproxy has no proxy named {self.name!r}.",
-                                     hint="The Toxiproxy server was restarted or reset; restart the environment.")
-        return proxy
+    @contextlib.contextmanager
+    def _proxy(self) -> Iterator[Any]:
+        """This link's proxy, for the ``with`` block (see :meth:`ToxiproxyApi.session`)."""
+        with self.api.session() as client:
+            proxy = client.get_proxy(self.name)
+            if proxy is None:
+                raise ConfigurationError(f"Toxiproxy has no proxy named {self.name!r}.",
+                                         hint="The Toxiproxy server was restarted or reset; restart the environment.")
+            yield proxy
 
     def add_toxic(self, toxic_type: str, *, stream: str = "downstream", toxicity: float = 1.0,
                   name: str | None = None, **attributes: Any) -> str:
@@ -111,12 +129,13 @@ class Link:
             raise ConfigurationError(f"Toxic stream must be 'upstream' or 'downstream', not {stream!r}.",
                                      hint="upstream = client to server, downstream = server to client.")
         toxic_name = name or f"{toxic_type}_{stream}"
-        self._proxy().add_toxic(type=toxic_type, stream=stream, toxicity=toxicity, name=toxic_name,
-                                attributes=attributes)
+        with self._proxy() as proxy:
+            proxy.add_toxic(type=toxic_type, stream=stream, toxicity=toxicity, name=toxic_name, attributes=attributes)
         return toxic_name
 
     def remove_toxic(self, name: str) -> None:
-        self._proxy().destroy_toxic(name)
+        with self._proxy() as proxy:
+            proxy.destroy_toxic(name)
 
     def toxics(self) -> dict[str, dict[str, Any]]:
         """Toxics now on this link, by name, as Toxiproxy reports them."""
@@ -126,17 +145,19 @@ class Link:
 
     def disable(self) -> None:
         """Take the link down: open connections drop, new ones are refused."""
-        self._proxy().disable()
+        with self._proxy() as proxy:
+            proxy.disable()
 
     def enable(self) -> None:
-        self._proxy().enable()
+        with self._proxy() as proxy:
+            proxy.enable()
 
     def clear(self) -> None:
         """Remove every toxic and bring the link up."""
-        proxy = self._proxy()
-        for name in list(proxy.toxics()):
-            proxy.destroy_toxic(name)
-        proxy.enable()
+        with self._proxy() as proxy:
+            for name in list(proxy.toxics()):
+                proxy.destroy_toxic(name)
+            proxy.enable()
 
 
 @dataclass

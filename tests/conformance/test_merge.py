@@ -1,8 +1,10 @@
 """Shards merged on the real stack: each shard runs its part and leaves what it cannot judge alone unknown, naming
 the shard that has the rest; the merge of all of them gives the verdicts of the unsharded certification, and refuses
-shards that are not one plan's."""
+shards that are not one plan's. Runs on two jobs, each with a stack of its own, give them too."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,7 @@ from streamcert.conformance.certify import certify, prepare
 from streamcert.conformance.merge import merge
 from streamcert.conformance.shards import parse_shard
 from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.results import RunResult
 
 pytestmark = pytest.mark.integration
 
@@ -20,8 +23,15 @@ def _verdicts(result) -> list[tuple[str, str, str, str]]:
     return [(v.connector, v.requirement, v.verdict, v.reason) for v in result.verdicts]
 
 
-def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, tmp_path):
-    whole = certify(prepare(_CONNECTORS, _REQUIREMENTS), tmp_path / "whole", environment=stack)
+@pytest.fixture(scope="module")
+def whole(stack, tmp_path_factory) -> tuple[Path, object]:
+    """The unsharded certification: its folder and its result."""
+    folder = tmp_path_factory.mktemp("whole")
+    return folder, certify(prepare(_CONNECTORS, _REQUIREMENTS), folder, environment=stack)
+
+
+def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, whole, tmp_path):
+    whole_folder, whole = whole
     parts = [certify(prepare(_CONNECTORS, _REQUIREMENTS, shard=parse_shard(f"{index}/2")), tmp_path / f"part{index}",
                      environment=stack) for index in (1, 2)]
     assert sorted(len(part.runs) for part in parts) == [1, 1] and {part.shard for part in parts} == {"1/2", "2/2"}
@@ -41,6 +51,15 @@ def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, tmp_path):
     with pytest.raises(ConfigurationError, match="given twice 1/2"):
         merge([tmp_path / "part1", tmp_path / "part1", tmp_path / "part2"], tmp_path / "m2")
     with pytest.raises(ConfigurationError, match="ran the whole plan"):
-        merge([tmp_path / "whole", tmp_path / "part1"], tmp_path / "m3")
+        merge([whole_folder, tmp_path / "part1"], tmp_path / "m3")
     with pytest.raises(ConfigurationError, match="no merge wrote"):
-        merge([tmp_path / "part1", tmp_path / "part2"], tmp_path / "whole")
+        merge([tmp_path / "part1", tmp_path / "part2"], whole_folder)
+
+
+def test_two_jobs_on_stacks_of_their_own_give_the_verdicts_of_one(whole, tmp_path):
+    both = certify(prepare(_CONNECTORS, _REQUIREMENTS), tmp_path / "jobs", provider="local", jobs=2)
+    assert _verdicts(both) == _verdicts(whole[1]) and both.complete
+    assert sorted(run.scenario for run in both.runs) == ["baseline", "bounded"]
+    first, second = [RunResult.load(tmp_path / "jobs" / run.folder / "results.json") for run in both.runs]
+    assert first.started_at < second.started_at + second.duration_s  # the two ran at once
+    assert second.started_at < first.started_at + first.duration_s

@@ -56,11 +56,13 @@ def test_external_provider_uses_given_servers_and_routes_the_database_through_th
                                                                       "postgres": None}
         assert env.endpoints.bootstrap_servers == stack.endpoints.kafka_direct_bootstrap
         link_name = env.postgres_link.name
-        assert link_name != "postgres" and link_name in api.client().proxies()
+        with api.session() as client:
+            assert link_name != "postgres" and link_name in client.proxies()
         with psycopg.connect(env.endpoints.postgres_dsn) as conn:
             assert conn.execute("select 1").fetchone() == (1,)
         env.postgres_link.disable()
         with pytest.raises(psycopg.OperationalError):
             psycopg.connect(env.endpoints.postgres_dsn, connect_timeout=2)
-    assert link_name not in api.client().proxies()
+    with api.session() as client:
+        assert link_name not in client.proxies()
     assert stack.server_pids() == before
