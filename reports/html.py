@@ -63,7 +63,7 @@ def _header(cert: Certification) -> str:
     started = results.get("started_at")
     when = (datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             if isinstance(started, (int, float)) else "")
-    plan = "quick plan" if results.get("quick") else "full plan"
+    plan = ("quick plan" if results.get("quick") else "full plan") + _part(results)
     error = (f'<p class="finding">The certification stopped early: {escape(str(results["error"]))}</p>'
              if results.get("error") else "")
     return (f"<h1>streamcert certification {badge}</h1>"
@@ -239,3 +239,12 @@ def report_html(cert: Certification) -> str:
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>streamcert certification</title><style>{_CSS}</style></head><body><main>{body}</main>"
             "</body></html>\n")
+
+
+def _part(results: dict) -> str:
+    """Which part of the plan the results hold: a shard of it, or the merge of its shards."""
+    if results.get("shard"):
+        return f" (shard {results['shard']}: merge the shards for every verdict)"
+    if results.get("merged_from"):
+        return f" (merged from {len(results['merged_from'])} shards)"
+    return ""

@@ -21,6 +21,8 @@ def summary_markdown(certification: Certification, problems_shown: int = 20) -> 
                "**incomplete**: the certification stopped before its end" if not results.get("complete") else
                "**not certified**: some claimed requirement failed or could not be decided")
     plan = "quick plan" if results.get("quick") else "full plan"
+    plan += (f" (shard {results['shard']})" if results.get("shard") else
+             f" (merged from {len(results['merged_from'])} shards)" if results.get("merged_from") else "")
     lines = [f"## streamcert certification: {outcome}", "",
              f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
              f"skipped; {len(results.get('runs', []))} scenario runs, seed {results.get('seed')}, {plan}, "

@@ -41,7 +41,8 @@ def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, whole, tmp_pat
     merged = merge([tmp_path / "part1", tmp_path / "part2" / "results.json"], tmp_path / "merged")
     assert _verdicts(merged) == _verdicts(whole) and all(v.verdict == "pass" for v in merged.verdicts)
     assert merged.complete and merged.shard is None and len(merged.merged_from) == 2
-    assert (tmp_path / "merged" / "report.html").exists()
+    assert "merged from 2 shards" in (tmp_path / "merged" / "report.html").read_text()
+    assert "shard 1/2" in (tmp_path / "part1" / "report.html").read_text()
     assert all((tmp_path / "merged" / run.folder / "results.json").exists() for run in merged.runs)
     again = merge([tmp_path / "part2", tmp_path / "part1"], tmp_path / "merged")  # an earlier merge is replaced
     assert _verdicts(again) == _verdicts(whole)
