@@ -1,0 +1,120 @@
+"""Where a run's seconds go: each driver attempt's start (process and JVM to a SparkSession, then to the query
+started), its first batch (Python workers and data source runners starting from nothing) and its steady batches,
+read from a finished run's folder (its ``results.json`` history and the driver's ``driver-events.jsonl``).
+
+``python -m streamcert.benchmarks.run_profile RUN_FOLDER ... [--json]`` prints one table per run, then the totals:
+what a certification's speed work measures before and after. Runs in the harness's process, on files only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["profile_run", "main"]
+
+#: History events after which a driver attempt starts: the run's first start, and a fault's restart of the driver.
+_STARTS = ("driver-start", "fault-stop")
+
+
+def profile_run(folder: Path) -> dict[str, Any]:
+    """The phases of the run in ``folder``: per attempt, seconds from its start to the SparkSession (``session_s``),
+    to the query started (``query_s``), to its first batch's end (``first_batch_s``) with that batch's ``addBatch``
+    (``first_add_batch_ms``); the median steady batch; and the run's totals."""
+    folder = Path(folder)
+    result = json.loads((folder / "results.json").read_text())
+    events = _driver_events(folder / "driver" / "driver-events.jsonl")
+    starts = _attempt_starts(result.get("history", []))
+    attempts = []
+    for attempt, began in sorted(starts.items()):
+        mine = [event for event in events if event.get("attempt") == attempt]
+        session = _first(mine, "session")
+        started = _first(mine, "started")
+        batches = [event for event in mine if event.get("event") == "progress"]
+        first = batches[0] if batches else None
+        attempts.append({
+            "attempt": attempt,
+            "session_s": _since(session, began),
+            "query_s": _since(started, session["time"] if session else None),
+            "first_batch_s": _since(first, started["time"] if started else None),
+            "first_add_batch_ms": ((first or {}).get("durationMs") or {}).get("addBatch"),
+            "batches": len(batches)})
+    steady = [event["durationMs"]["triggerExecution"] for attempt in sorted(starts)
+              for event in [e for e in events if e.get("attempt") == attempt and e.get("event") == "progress"][1:]
+              if (event.get("durationMs") or {}).get("triggerExecution") is not None]
+    return {"run": str(folder), "scenario": (result.get("scenario") or {}).get("name"),
+            "duration_s": result.get("duration_s"), "attempts": attempts,
+            "restart_overhead_s": round(sum(_sum_known(a, ("session_s", "query_s", "first_batch_s"))
+                                            for a in attempts), 2),
+            "steady_batch_ms": statistics.median(steady) if steady else None}
+
+
+def _driver_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:  # a line cut by a SIGKILL
+            continue
+    return events
+
+
+def _attempt_starts(history: list[dict[str, Any]]) -> dict[int, float]:
+    """Attempt -> when the harness started it: ``driver-start`` (attempt 1 or the one named), or a fault's stop
+    that restarted the driver (it names the new attempt)."""
+    starts: dict[int, float] = {}
+    for event in history:
+        if event.get("kind") in _STARTS and event.get("attempt") is not None:
+            starts.setdefault(int(event["attempt"]), float(event["time"]))
+    return starts
+
+
+def _first(events: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((event for event in events if event.get("event") == name), None)
+
+
+def _since(event: dict[str, Any] | None, began: float | None) -> float | None:
+    if event is None or began is None:
+        return None
+    return round(float(event["time"]) - began, 2)
+
+
+def _sum_known(attempt: dict[str, Any], names: tuple[str, ...]) -> float:
+    return sum(attempt[name] for name in names if attempt.get(name) is not None)
+
+
+def _table(profile: dict[str, Any]) -> str:
+    lines = [f"{profile['scenario']} ({profile['run']}): {profile['duration_s']} s, "
+             f"{len(profile['attempts'])} attempt(s), restarts and first batches {profile['restart_overhead_s']} s, "
+             f"steady batch median {profile['steady_batch_ms']} ms",
+             "| attempt | to session s | to query s | to first batch s | first addBatch ms | batches |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for attempt in profile["attempts"]:
+        lines.append("| " + " | ".join(str(attempt[key]) if attempt[key] is not None else "–" for key in (
+            "attempt", "session_s", "query_s", "first_batch_s", "first_add_batch_ms", "batches")) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamcert.benchmarks.run_profile", description=__doc__)
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_FOLDER", help="a run's folder (its results.json)")
+    parser.add_argument("--json", action="store_true", help="print the profiles as JSON")
+    args = parser.parse_args(argv)
+    missing = [str(run) for run in args.runs if not (run / "results.json").exists()]
+    if missing:
+        print(f"streamcert: no run's results.json in {', '.join(missing)}. Hint: name a run folder of a "
+              "certification (DIR/runs/CONNECTOR/SCENARIO).", file=sys.stderr)
+        return 2
+    profiles = [profile_run(run) for run in args.runs]
+    print(json.dumps(profiles, indent=2) if args.json else "\n\n".join(_table(profile) for profile in profiles))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Where a run's seconds go, read from a run's folder: each attempt's start, query start and first batch."""
+
+from __future__ import annotations
+
+import json
+
+from streamcert.benchmarks.run_profile import main, profile_run
+
+
+def _run_folder(tmp_path):
+    history = [{"kind": "driver-start", "time": 100.0, "attempt": 1},
+               {"kind": "fault-start", "time": 120.0, "fault": "driver_kill_moment"},
+               {"kind": "fault-stop", "time": 121.0, "attempt": 2}]
+    events = [{"event": "session", "attempt": 1, "time": 104.0}, {"event": "started", "attempt": 1, "time": 106.5},
+              {"event": "progress", "attempt": 1, "time": 111.5, "durationMs": {"addBatch": 4000,
+                                                                               "triggerExecution": 4800}},
+              {"event": "progress", "attempt": 1, "time": 112.0, "durationMs": {"triggerExecution": 400}},
+              {"event": "session", "attempt": 2, "time": 126.0}, {"event": "started", "attempt": 2, "time": 128.0},
+              {"event": "progress", "attempt": 2, "time": 131.0, "durationMs": {"addBatch": 2500,
+                                                                               "triggerExecution": 2900}},
+              {"event": "progress", "attempt": 2, "time": 131.5, "durationMs": {"triggerExecution": 600}}]
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "results.json").write_text(json.dumps({"scenario": {"name": "x-kills"}, "duration_s": 40.0,
+                                                       "history": history}))
+    (tmp_path / "driver" / "driver-events.jsonl").write_text(
+        "\n".join(json.dumps(event) for event in events) + "\n{\"event\": \"progr")  # a line cut by a kill
+    return tmp_path
+
+
+def test_each_attempt_s_start_query_and_first_batch_are_timed_from_the_run_s_files(tmp_path):
+    profile = profile_run(_run_folder(tmp_path))
+    assert [(a["attempt"], a["session_s"], a["query_s"], a["first_batch_s"], a["first_add_batch_ms"])
+            for a in profile["attempts"]] == [(1, 4.0, 2.5, 5.0, 4000), (2, 5.0, 2.0, 3.0, 2500)]
+    assert profile["restart_overhead_s"] == 21.5 and profile["steady_batch_ms"] == 500
+
+
+def test_the_command_prints_a_table_and_refuses_a_folder_without_a_run(tmp_path, capsys):
+    assert main([str(_run_folder(tmp_path))]) == 0
+    assert "| 2 | 5.0 | 2.0 | 3.0 | 2500 | 2 |" in capsys.readouterr().out
+    assert main([str(tmp_path / "nothing")]) == 2
+    assert "Hint" in capsys.readouterr().err
