@@ -57,6 +57,7 @@ def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, whole, tmp_pat
         merge([tmp_path / "part1", tmp_path / "part2"], whole_folder)
 
 
+@pytest.mark.slow  # two more stacks at once: beside the default run's other worker, timing-sensitive tests suffer
 def test_two_jobs_on_stacks_of_their_own_give_the_verdicts_of_one(whole, tmp_path):
     both = certify(prepare(_CONNECTORS, _REQUIREMENTS), tmp_path / "jobs", provider="local", jobs=2)
     assert _verdicts(both) == _verdicts(whole[1]) and both.complete

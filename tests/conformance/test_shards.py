@@ -44,3 +44,16 @@ def test_each_shard_runs_its_part_and_knows_where_the_others_are(full_plan):
     assert sum(len(runs) for runs in mine) == len(full_plan)  # disjoint
     assert {where for part in parts for where in part.elsewhere.values()} == {"1/3", "2/3", "3/3"}
     assert all(part.elsewhere[key] != f"{index}/3" for index, part in enumerate(parts, 1) for key in part.elsewhere)
+
+
+@pytest.mark.parametrize(("cores", "gib", "jobs"), [(2, 24, 1), (4, 16, 2), (8, 6, 1), (16, 64, 8), (1, 1, 1)])
+def test_the_default_jobs_are_one_per_two_cores_and_four_gib_available(monkeypatch, cores, gib, jobs):
+    import types
+
+    import psutil
+
+    from streamcert.conformance.certify import default_jobs
+
+    monkeypatch.setattr("os.cpu_count", lambda: cores)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=gib * 2 ** 30))
+    assert default_jobs() == jobs
