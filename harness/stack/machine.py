@@ -20,10 +20,14 @@ import psutil
 from streamcert.harness.errors import StreamcertError
 from streamcert.harness.stack.install import find_java
 
-__all__ = ["machine_info", "git_commit"]
+__all__ = ["machine_info", "git_commit", "DIRTY"]
 
 #: This file's place in a source checkout: the git root is the folder that holds ``harness/``.
 _IN_CHECKOUT = Path("harness") / "stack" / "machine.py"
+#: The folders of a checkout that hold streamcert's code (pyproject's package-dir).
+_SOURCE_FOLDERS = ("streamcert", "harness", "connectors", "conformance", "reports", "benchmarks")
+#: Appended to :func:`git_commit` when the checkout's code differs from its commit.
+DIRTY = "+dirty"
 
 
 def machine_info() -> dict[str, Any]:
@@ -68,7 +72,8 @@ def _package_version(name: str) -> str | None:
 
 
 def git_commit(source: Path | None = None) -> str | None:
-    """The commit checked out in the git working tree streamcert runs from; None when it is not one.
+    """The commit checked out in the git working tree streamcert runs from, ``+dirty`` when its code differs from it
+    (a tracked file of its source folders changed); None when it is not a checkout.
 
     ``source`` is this module's file (a parameter for tests). An installed copy inside some other repository
     (a virtualenv in a checkout) is not mistaken for a checkout of streamcert.
@@ -83,4 +88,17 @@ def git_commit(source: Path | None = None) -> str | None:
     if done.returncode != 0 or len(lines) != 2:
         return None
     toplevel, commit = lines
-    return commit if (Path(toplevel) / _IN_CHECKOUT).resolve() == source else None
+    if (Path(toplevel) / _IN_CHECKOUT).resolve() != source:
+        return None
+    return commit + (DIRTY if _changed(Path(toplevel)) else "")
+
+
+def _changed(toplevel: Path) -> bool:
+    """Whether the code differs from the commit: a tracked file of the source folders changed (staged or not). A
+    run from such a tree ran code no commit holds; its results must not name the commit alone."""
+    try:
+        done = subprocess.run(["git", "-C", str(toplevel), "status", "--porcelain", "--untracked-files=no", "--",
+                               *_SOURCE_FOLDERS], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and bool(done.stdout.strip())

@@ -61,6 +61,17 @@ def test_git_commit_of_a_checkout_is_its_head(checkout):
     assert git_commit(checkout / "harness" / "stack" / "machine.py") == _git(checkout, "rev-parse", "HEAD")
 
 
+def test_a_checkout_whose_code_changed_since_its_commit_says_so(checkout):
+    module = checkout / "harness" / "stack" / "machine.py"
+    head = _git(checkout, "rev-parse", "HEAD")
+    (checkout / "notes.txt").write_text("not code\n")  # untracked, outside the code: still the commit's code
+    assert git_commit(module) == head
+    module.write_text("# changed\n")
+    assert git_commit(module) == head + "+dirty"
+    _git(checkout, "add", ".")
+    assert git_commit(module) == head + "+dirty"  # staged is still not the commit
+
+
 def test_an_installed_copy_inside_another_repository_has_no_commit(checkout):
     # e.g. site-packages of a virtualenv that lives inside some checkout
     copy = checkout / "venv" / "site-packages" / "streamcert" / "harness" / "stack" / "machine.py"
