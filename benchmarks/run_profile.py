@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from streamcert.conformance.evidence import read_driver_events
+
 __all__ = ["profile_run", "main"]
 
 #: History events after which a driver attempt starts: the run's first start, and a fault's restart of the driver.
@@ -27,7 +29,7 @@ def profile_run(folder: Path) -> dict[str, Any]:
     (``first_add_batch_ms``); the median steady batch; and the run's totals."""
     folder = Path(folder)
     result = json.loads((folder / "results.json").read_text())
-    events = _driver_events(folder / "driver" / "driver-events.jsonl")
+    events = read_driver_events(folder / "driver" / "driver-events.jsonl")
     starts = _attempt_starts(result.get("history", []))
     attempts = []
     for attempt, began in sorted(starts.items()):
@@ -51,18 +53,6 @@ def profile_run(folder: Path) -> dict[str, Any]:
             "restart_overhead_s": round(sum(_sum_known(a, ("session_s", "query_s", "first_batch_s"))
                                             for a in attempts), 2),
             "steady_batch_ms": statistics.median(steady) if steady else None}
-
-
-def _driver_events(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    events = []
-    for line in path.read_text().splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:  # a line cut by a SIGKILL
-            continue
-    return events
 
 
 def _attempt_starts(history: list[dict[str, Any]]) -> dict[int, float]:
