@@ -52,7 +52,6 @@ class KafkaOffsetSourceUnderTest(SourceConnector):
                 .option("subscribe", context.input_topic)
                 .option("readerParallelism", str(context.parallelism))
                 .option("maxRecordsPerBatch", str(context.option("max_records_per_batch", 300)))
-                .option("checkpointLocation", context.checkpoint)  # Spark 4.1: where batches start (read only)
                 .options(**context.connector_options).load())
 
 

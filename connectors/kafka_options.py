@@ -23,9 +23,6 @@ KNOWN_OPTIONS: dict[str, str] = {
     "partitionDiscoveryIntervalMs": "an integer >= 0 (default 1000): how often new partitions are looked for",
     "commitToGroup": "a consumer group id: offsets are committed there after each batch, for lag monitoring",
     "pollTimeoutMs": "a positive integer (default 30000): how long a task waits for records known to exist",
-    "checkpointLocation": "the query's checkpoint folder, for Spark 4.1 (whose latestOffset() gets no start): the "
-                          "source reads the end Spark planned last from its offset log (read only) to cap the first "
-                          "batch of a new or restarted query",
 }
 
 
@@ -40,7 +37,6 @@ class SourceOptions:
     partition_discovery_interval_ms: int = 1000
     commit_to_group: str | None = None
     poll_timeout_ms: int = 30000
-    checkpoint_location: str | None = None
     kafka_conf: dict[str, str] = field(default_factory=dict)
 
 
@@ -71,6 +67,5 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         partition_discovery_interval_ms=values.integer("partitionDiscoveryIntervalMs", 1000, 0),
         commit_to_group=values.text("commitToGroup"),
         poll_timeout_ms=values.integer("pollTimeoutMs", 30000, 1),
-        checkpoint_location=values.text("checkpointLocation"),
         kafka_conf=values.passthrough(),
     )

@@ -18,10 +18,8 @@ stops exactly at the end offsets seen when the query started.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -51,7 +49,7 @@ from .assignment import assign
 from .kafka_offsets import Offsets, from_json, limit_rows, ranges, to_json
 from .kafka_options import SourceOptions, parse_source_options
 
-__all__ = ["SOURCE_NAME", "SCHEMA", "ARROW_SCHEMA", "KafkaOffsetSource", "KafkaStreamReader", "newest_logged_end"]
+__all__ = ["SOURCE_NAME", "SCHEMA", "ARROW_SCHEMA", "KafkaOffsetSource", "KafkaStreamReader"]
 
 SOURCE_NAME = "streamcert-kafka"
 SCHEMA = ("topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
@@ -213,13 +211,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         """Called before each batch: the end offsets the next batch may read up to.
 
-        Spark 4.2 and later pass the batch's start and read limit. Spark 4.1 passes neither, and asks for the first
-        batch of a query before ``initialOffset()``: the start is then the end this reader planned last, else the end
-        Spark planned last as its offset log says (``checkpointLocation``; read only), else, for a query whose log
-        is empty, its starting offsets. Without ``checkpointLocation`` the first batch of a new or restarted query
-        is not capped (the start cannot be known)."""
+        Spark 4.2 and later pass the batch's start and read limit. Spark 4.1 passes neither: the start is then the
+        end this reader planned last (the initial offsets of a new query), and unknown for the first batch after a
+        restart, which then reads up to the latest offsets uncapped (the checkpoint is not the reader's to read)."""
         if start is None:
-            start = self._planned_end or self._logged_start()
+            start = self._planned_end
             limit = self.getDefaultReadLimit() if start is not None else ReadAllAvailable()
         begin = from_json(start) if start is not None else {}
         end = self._target if self._target is not None else self._broker_offsets("latest")
@@ -232,14 +228,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = limit_rows(begin, end, limit.max_rows)
         self._planned_end = to_json(end)
         return self._planned_end
-
-    def _logged_start(self) -> dict | None:
-        """Where the next batch starts by the query's offset log: the end of its newest batch, or, when it has none
-        (a new query), the starting offsets; None without ``checkpointLocation``."""
-        if not self.options.checkpoint_location:
-            return None
-        logged = newest_logged_end(self.options.checkpoint_location)
-        return logged if logged is not None else to_json(self._broker_offsets(self.options.starting_offsets))
 
     def reportLatestOffset(self) -> dict | None:
         return None
@@ -385,16 +373,3 @@ class _Columns:
 
 # a subclass of the source may build another reader (one step changed, as the project's mutants do)
 KafkaOffsetSource.reader_class = KafkaStreamReader
-
-
-def newest_logged_end(checkpoint: str) -> dict | None:
-    """The end offsets of the newest batch in the offset log of the checkpoint at ``checkpoint`` (this source's line:
-    the query reads one source), or None when the log has no batch. Spark's file: a version line, the batch's
-    metadata, then one line per source."""
-    folder = Path(checkpoint.removeprefix("file:")) / "offsets"
-    batches = sorted((int(entry.name), entry) for entry in folder.iterdir() if entry.name.isdigit()) \
-        if folder.is_dir() else []
-    if not batches:
-        return None
-    lines = batches[-1][1].read_text().splitlines()
-    return json.loads(lines[2]) if len(lines) > 2 and lines[2].strip() not in ("", "-") else None

@@ -137,31 +137,4 @@ def test_on_spark_4_1_the_reader_caps_batches_from_the_end_it_planned_last(monke
     replaying.partitions(reader.latestOffset(), reader.latestOffset())
     assert sum(from_json(replaying.latestOffset())["t"].values()) == 500  # 100 past the replayed end
     restarted = KafkaStreamReader(options)
-    assert from_json(restarted.latestOffset()) == broker["latest"]  # nothing planned, no log named: uncapped
-
-
-def test_on_spark_4_1_the_first_batch_of_a_new_or_restarted_query_is_capped_from_spark_s_offset_log(monkeypatch,
-                                                                                                      tmp_path):
-    """Spark 4.1 asks latestOffset() before initialOffset(): with checkpointLocation the reader starts from the end
-    of the newest batch in the query's offset log (a restart), or from its starting offsets when the log is empty
-    (a new query); it only reads the log."""
-    import json
-
-    from streamcert.connectors.kafka_offsets import from_json
-    from streamcert.connectors.kafka_options import parse_source_options
-    from streamcert.connectors.kafka_source import KafkaStreamReader, newest_logged_end
-
-    options = parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
-                                    "maxRecordsPerBatch": "100", "checkpointLocation": str(tmp_path)})
-    broker = {"earliest": {"t": {0: 0, 1: 0}}, "latest": {"t": {0: 1000, 1: 1000}}}
-    monkeypatch.setattr(KafkaStreamReader, "_broker_offsets", lambda self, which: broker[which])
-    assert sum(from_json(KafkaStreamReader(options).latestOffset())["t"].values()) == 100  # a new query
-    log = tmp_path / "offsets"
-    log.mkdir()
-    for batch, end in ((0, {"t": {"0": 50, "1": 50}}), (7, {"t": {"0": 400, "1": 300}})):
-        (log / str(batch)).write_text("v1\n" + json.dumps({"batchWatermarkMs": 0}) + "\n" + json.dumps(end))
-    (log / ".7.crc").write_text("x")
-    assert newest_logged_end(str(tmp_path)) == {"t": {"0": 400, "1": 300}}
-    restarted = from_json(KafkaStreamReader(options).latestOffset())
-    assert sum(restarted["t"].values()) == 800 and all(restarted["t"][p] >= {0: 400, 1: 300}[p] for p in (0, 1))
-    assert sorted(path.name for path in log.iterdir()) == [".7.crc", "0", "7"]  # nothing written
+    assert from_json(restarted.latestOffset()) == broker["latest"]  # nothing planned yet: uncapped
