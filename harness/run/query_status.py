@@ -20,7 +20,9 @@ The moments of a batch (:data:`MOMENTS`), from what is observed:
 ``planning``          batch N pending (``offsets/N`` written), no task of it started
 ``reading``           tasks of the batch's first stage (the source's scan) run, none of them finished
 ``read_done``         a task of the scan stage finished and the write stage has not finished a task: some of the
-                      input was read (and, where one stage reads and writes, written) while the batch is uncommitted
+                      input was read (and, where one stage reads and writes, written) while the batch is uncommitted;
+                      also every job of the batch finished with ``commits/N`` absent (with ``commit_in_flight``):
+                      the whole batch was read and none of it is committed
 ``writing``           tasks of the batch's last stage (the sink's write) run
 ``commit_in_flight``  every job of the batch finished, ``commits/N`` absent: the sink's driver-side commit (or
                       Spark's own commit) is under way
@@ -223,7 +225,10 @@ def moments_of(state: CheckpointState, jobs: tuple[JobActivity, ...], next_plann
     if not started:
         return frozenset({"planning"})
     if not any(job.running for job in jobs):
-        return frozenset({"commit_in_flight"})
+        # every job of the batch ended and commits/N is absent: its read is done and its output not committed. For
+        # a sink that reads and writes in one stage (foreachBatch committing from the driver) this is the only
+        # read-done moment wider than a status poll
+        return frozenset({"read_done", "commit_in_flight"})
     job = next(job for job in reversed(jobs) if job.running)
     return _task_moments(job)
 

@@ -27,7 +27,7 @@ def _split(scan: tuple[int, int, bool], write: tuple[int, int, bool], status: st
     ((_fused(0, 0),), {"planning"}),  # the job is submitted, no task started yet
     ((_fused(2, 0),), {"reading", "writing"}),
     ((_fused(1, 1),), {"read_done", "writing"}),
-    ((_fused(0, 2, "SUCCEEDED"),), {"commit_in_flight"}),
+    ((_fused(0, 2, "SUCCEEDED"),), {"read_done", "commit_in_flight"}),
 ])
 def test_one_stage_that_reads_and_writes(jobs, expected):
     assert moments_of(PENDING_5, jobs, next_planned=False) == frozenset(expected)
@@ -53,7 +53,7 @@ def test_after_the_commit_the_moment_is_just_committed_until_the_next_batch_is_p
 
 def test_a_foreach_batch_sink_between_its_jobs_is_committing_and_the_running_job_decides_otherwise():
     done, running = _fused(0, 2, "SUCCEEDED"), _fused(2, 0)
-    assert moments_of(PENDING_5, (done,), False) == {"commit_in_flight"}
+    assert moments_of(PENDING_5, (done,), False) == {"read_done", "commit_in_flight"}
     assert moments_of(PENDING_5, (done, running), False) == {"reading", "writing"}
 
 
