@@ -52,6 +52,7 @@ class KafkaOffsetSourceUnderTest(SourceConnector):
                 .option("subscribe", context.input_topic)
                 .option("readerParallelism", str(context.parallelism))
                 .option("maxRecordsPerBatch", str(context.option("max_records_per_batch", 300)))
+                .option("trigger", "availableNow" if context.trigger == "available_now" else "processingTime")
                 .options(**context.connector_options).load())
 
 

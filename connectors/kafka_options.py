@@ -23,6 +23,8 @@ KNOWN_OPTIONS: dict[str, str] = {
     "partitionDiscoveryIntervalMs": "an integer >= 0 (default 1000): how often new partitions are looked for",
     "commitToGroup": "a consumer group id: offsets are committed there after each batch, for lag monitoring",
     "pollTimeoutMs": "a positive integer (default 30000): how long a task waits for records known to exist",
+    "trigger": "availableNow or processingTime: the query's trigger, for Spark 4.1 (which tells a Python source "
+               "neither its trigger nor a batch's start); unset, a new query's first batch there is not capped",
 }
 
 
@@ -37,6 +39,7 @@ class SourceOptions:
     partition_discovery_interval_ms: int = 1000
     commit_to_group: str | None = None
     poll_timeout_ms: int = 30000
+    trigger: str | None = None
     kafka_conf: dict[str, str] = field(default_factory=dict)
 
 
@@ -67,5 +70,6 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         partition_discovery_interval_ms=values.integer("partitionDiscoveryIntervalMs", 1000, 0),
         commit_to_group=values.text("commitToGroup"),
         poll_timeout_ms=values.integer("pollTimeoutMs", 30000, 1),
+        trigger=values.choice("trigger", ("", "availableNow", "processingTime")) or None,
         kafka_conf=values.passthrough(),
     )

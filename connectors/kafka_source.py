@@ -13,7 +13,9 @@ so a restart at any parallelism sees every partition's position. Reader tasks ge
 partitions by seed 000's rule (:mod:`streamcert.connectors.assignment`). New partitions are found
 at most every ``partitionDiscoveryIntervalMs`` and read from their start. With
 ``maxRecordsPerBatch`` a batch reads at most that many offsets; ``Trigger.AvailableNow``
-stops exactly at the end offsets seen when the query started.
+stops exactly at the end offsets seen when the query started. Spark 4.1 tells a Python source neither a batch's
+start nor its trigger: pass ``trigger`` (``availableNow`` or ``processingTime``) there, or a new query's first batch
+is not capped.
 """
 
 from __future__ import annotations
@@ -211,11 +213,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         """Called before each batch: the end offsets the next batch may read up to.
 
-        Spark 4.2 and later pass the batch's start and read limit. Spark 4.1 passes neither: the start is then the
-        end this reader planned last (the initial offsets of a new query), and unknown for the first batch after a
-        restart, which then reads up to the latest offsets uncapped (the checkpoint is not the reader's to read)."""
+        Spark 4.2 and later pass the batch's start and read limit. Spark 4.1 passes neither (see
+        :meth:`_start_on_spark_4_1`)."""
         if start is None:
-            start = self._planned_end
+            start = self._start_on_spark_4_1()
             limit = self.getDefaultReadLimit() if start is not None else ReadAllAvailable()
         begin = from_json(start) if start is not None else {}
         end = self._target if self._target is not None else self._broker_offsets("latest")
@@ -228,6 +229,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = limit_rows(begin, end, limit.max_rows)
         self._planned_end = to_json(end)
         return self._planned_end
+
+    def _start_on_spark_4_1(self) -> dict | None:
+        """Where the next batch starts on Spark 4.1, or None where it must not be capped.
+
+        Spark 4.1 asks a new query's first ``latestOffset()`` before ``initialOffset()``, tells a restarted query's
+        reader where its offset log ends by ``partitions(end, end)`` (its ``setLatestSeenOffset``), and runs
+        ``Trigger.AvailableNow`` by asking ``latestOffset()`` once and taking the answer as the query's end: capping
+        that answer would end the query early. So: never capped under ``trigger=availableNow``; else from the end
+        planned last; else, for a new query, from its starting offsets when ``trigger=processingTime`` says no
+        AvailableNow asks (unset: not capped, the safe side)."""
+        if self.options.trigger == "availableNow":
+            return None
+        if self._planned_end is not None:
+            return self._planned_end
+        if self.options.trigger == "processingTime":
+            return to_json(self._broker_offsets(self.options.starting_offsets))
+        return None
 
     def reportLatestOffset(self) -> dict | None:
         return None

@@ -399,7 +399,8 @@ def _context(env: Any, scenario: Scenario, systems: _RunSystems, workdir: Path) 
         options.setdefault("input_records_per_write", scenario.workload.transaction_records)
     return QueryContext(bootstrap_servers=_bootstrap(env, scenario), input_topic=input_name, output=output,
                         checkpoint=str(workdir / "checkpoint"), run_id=run_id, postgres_dsn=endpoints.postgres_dsn,
-                        parallelism=scenario.parallelism, options=options, endpoints=proxied)
+                        parallelism=scenario.parallelism, options=options, endpoints=proxied,
+                        trigger=scenario.trigger)
 
 
 def _make_input(env: Any, scenario: Scenario, system: ExternalSystem, context: QueryContext) -> InputWriter:

@@ -78,6 +78,9 @@ class QueryContext:
     #: The endpoints of the external systems of the query's connectors (:mod:`streamcert.spi.external`), by name,
     #: each ``host:port`` of its Toxiproxy link: read them with :meth:`endpoint`.
     endpoints: Mapping[str, str] = field(default_factory=dict)
+    #: The query's trigger, as the harness sets it: an interval (``"200 milliseconds"``) or ``"available_now"``. A
+    #: source needs it where Spark does not tell it (Spark 4.1 has no AvailableNow hook for Python sources).
+    trigger: str = "200 milliseconds"
 
     def option(self, name: str, default: Any = None) -> Any:
         """The scenario's value of option ``name``, else ``default``."""
@@ -97,7 +100,8 @@ class QueryContext:
         return {"bootstrap_servers": self.bootstrap_servers, "input_topic": self.input_topic,
                 "output": self.output, "checkpoint": self.checkpoint, "run_id": self.run_id,
                 "postgres_dsn": self.postgres_dsn, "parallelism": self.parallelism, "options": dict(self.options),
-                "connector_options": dict(self.connector_options), "endpoints": dict(self.endpoints)}
+                "connector_options": dict(self.connector_options), "endpoints": dict(self.endpoints),
+                "trigger": self.trigger}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "QueryContext":

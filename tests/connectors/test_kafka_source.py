@@ -7,6 +7,8 @@ import uuid
 
 import pytest
 
+from streamcert.spi.errors import ConfigurationError
+
 from streamcert.connectors.kafka_source import SOURCE_NAME, KafkaOffsetSource
 from streamcert.harness.stack.kafka_clients import add_partitions, create_topic, produce
 from streamcert.harness.run.workload import WorkloadSpec, decode_values, load_topic
@@ -137,4 +139,32 @@ def test_on_spark_4_1_the_reader_caps_batches_from_the_end_it_planned_last(monke
     replaying.partitions(reader.latestOffset(), reader.latestOffset())
     assert sum(from_json(replaying.latestOffset())["t"].values()) == 500  # 100 past the replayed end
     restarted = KafkaStreamReader(options)
-    assert from_json(restarted.latestOffset()) == broker["latest"]  # nothing planned yet: uncapped
+    assert from_json(restarted.latestOffset()) == broker["latest"]  # nothing planned, trigger unknown: uncapped
+
+
+@pytest.mark.parametrize("trigger, first_batch", [("processingTime", 100), ("availableNow", 2000), (None, 2000)])
+def test_on_spark_4_1_a_new_query_s_first_batch_is_capped_only_when_its_trigger_says_no_available_now(
+        monkeypatch, trigger, first_batch):
+    """Spark 4.1 asks a new query's first latestOffset() before initialOffset(), and under AvailableNow asks only once
+    and stops at the answer: with trigger=processingTime the first batch is capped from the starting offsets; with
+    availableNow (even after a restart told the reader its offset log's end) or no trigger, every offset is answered."""
+    from streamcert.connectors.kafka_offsets import from_json
+    from streamcert.connectors.kafka_options import parse_source_options
+    from streamcert.connectors.kafka_source import KafkaStreamReader
+
+    given = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "maxRecordsPerBatch": "100"}
+    options = parse_source_options({**given, **({"trigger": trigger} if trigger else {})})
+    broker = {"earliest": {"t": {0: 0, 1: 0}}, "latest": {"t": {0: 1000, 1: 1000}}}
+    monkeypatch.setattr(KafkaStreamReader, "_broker_offsets", lambda self, which: broker[which])
+    assert sum(from_json(KafkaStreamReader(options).latestOffset())["t"].values()) == first_batch
+    restarted = KafkaStreamReader(options)
+    restarted.partitions({"t": {"0": 300, "1": 300}}, {"t": {"0": 300, "1": 300}})  # setLatestSeenOffset
+    expected = 2000 if trigger == "availableNow" else 700
+    assert sum(from_json(restarted.latestOffset())["t"].values()) == expected
+
+
+def test_the_trigger_option_takes_only_spark_s_two_names():
+    from streamcert.connectors.kafka_options import parse_source_options
+
+    with pytest.raises(ConfigurationError, match="trigger"):
+        parse_source_options({"kafka.bootstrap.servers": "b:1", "subscribe": "t", "trigger": "once"})
