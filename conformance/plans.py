@@ -40,22 +40,6 @@ __all__ = ["PlannedRun", "SOURCE_PARTNER", "SINK_PARTNER", "ACKED_WRITES", "SAFE
 SINK_PARTNER = "spark-files"
 #: The source that feeds a sink or an aggregator under test.
 SOURCE_PARTNER = "streamcert-kafka"
-#: How long the partner's input is paced over on a Spark whose Python sources get no read limits (4.1): there the
-#: partner caps its batches from the end it planned last, which a restart after a commit forgets, and its first
-#: batch would read the whole backlog; arriving over minutes, the input keeps every later kill in batches.
-_PACED_LOAD_S = 240.0
-
-
-def _partner_workload(rng: random.Random, total: int, **changes) -> WorkloadSpec:
-    """The input of a sink run that restarts its query, through the partner: paced over :data:`_PACED_LOAD_S` where
-    the partner cannot cap its batches after a restart (Spark 4.1), else as fast as the broker takes it."""
-    from streamcert.connectors.kafka_source import READ_LIMITS
-
-    if not READ_LIMITS:
-        changes.setdefault("rate", round(total / _PACED_LOAD_S, 3))
-    return _workload(rng, total, **changes)
-
-
 #: The exactly-once sink behind an aggregator under test.
 AGGREGATOR_SINK = "streamcert-kafka-2pc"
 
@@ -409,7 +393,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _sink_moments(connector))
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_partner_workload(rng, _kill_records(60, kills)),
+        options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = _task_kills(rng, quick, _sink_link(connector))
@@ -419,7 +403,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     runs.append(_planned(ref, connector, "task-failures", Scenario(
         name=f"{connector.name}-tasks", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master=f"local[2,{len(fails) + 2}]",
-        options={"max_records_per_batch": 100}, workload=_partner_workload(rng, _task_kill_records(100, fails)),
+        options={"max_records_per_batch": 100}, workload=_workload(rng, _task_kill_records(100, fails)),
         schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "zombies")
     zombies = [("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)]
@@ -432,18 +416,18 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         name=f"{connector.name}-zombies", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
         options={"max_records_per_batch": 60},
-        workload=_partner_workload(rng, _zombie_records(60, zombies) + 60 * _EXECUTOR_KILL_BATCHES),
+        workload=_workload(rng, _zombie_records(60, zombies) + 60 * _EXECUTOR_KILL_BATCHES),
         schedule=_chain([*zombies, executor_kill], gap_s=1.0),
         faults_after_output=60 * _ZOMBIE_WARM_BATCHES, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
     link = _sink_link(connector)
-    runs += _network_runs(ref, connector, seed, {"source": SOURCE_PARTNER, "sink": ref}, _partner_workload, link,
+    runs += _network_runs(ref, connector, seed, {"source": SOURCE_PARTNER, "sink": ref}, _workload, link,
                           _participant_restart(connector), failover=link == "kafka")
     rng = _rng(seed, connector, "rescale")
     runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_partner_workload(rng, 2400),
+        options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
         schedule=_chain([("rescale", "driver", {"parallelism": 3}, 0.0),
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))

@@ -234,7 +234,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         if scenario.master == STANDALONE:
             run.spark_cluster = _standalone_cluster(env, scenario, workdir)
             result.context["spark_master"] = run.spark_cluster.url
-        run.driver = _driver(env, scenario, context, [source, sink, aggregator], workdir,
+        run.driver = _driver(env, scenario, context, [source, sink, aggregator], systems, workdir,
                              master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master)
         jars = run.driver.spec.spark_conf.get("spark.jars", "")
         result.context["spark"] = {"version": pyspark_version(),
@@ -317,7 +317,7 @@ def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryCon
     _observer(env, systems.output, context).prepare(scenario.output_partitions or sink.output_partitions)
     # The probe's queries never run a batch: a standalone run's options are probed on a local master.
     master = DEFAULT_MASTER if scenario.master == STANDALONE else None
-    return context, _driver(env, scenario, context, connectors, workdir, master=master).spec
+    return context, _driver(env, scenario, context, connectors, systems, workdir, master=master).spec
 
 
 def _kafka_error_text(exc: KafkaException) -> str:
@@ -443,10 +443,10 @@ def _standalone_cluster(env: Any, scenario: Scenario, workdir: Path) -> Any:
 
 
 def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: list[Connector | None],
-            workdir: Path, master: str | None = None) -> DriverProcess:
+            systems: _RunSystems, workdir: Path, master: str | None = None) -> DriverProcess:
     present = [c for c in connectors if c is not None]
     spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
-    for system in _systems_of(present):
+    for system in systems.distinct:
         spark_conf.update(system.spark_conf(dict(context.endpoints)))
     for spec in scenario.schedule:  # what the run's faults need of the driver (the status API, say)
         spark_conf.update(fault_kind(spec.fault).fault_class.spark_conf)
@@ -458,12 +458,6 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
     params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
     spec = QuerySpec(BUILDER, context.checkpoint, params, master or scenario.master, spark_conf=spark_conf)
     return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""))
-
-
-def _systems_of(connectors: list[Connector | None]) -> list[Any]:
-    """The external systems the connectors declare, each once (a source and a sink may share one)."""
-    found = [getattr(c, name, None) for c in connectors for name in ("input_system", "output_system")]
-    return list({id(system): system for system in found if system is not None}.values())
 
 
 def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: InputWriter):

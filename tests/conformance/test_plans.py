@@ -195,18 +195,3 @@ def test_steady_kills_inside_a_driver_side_commit_strike_early_in_the_middle_and
                            if params["moment"] == "commit_in_flight" and params["batch_class"] == "steady")
         assert len(fractions) == bands
         assert fractions[0] < 0.5 and fractions[-1] > 0.5  # a bug between two steps is struck wherever it lies
-
-
-def test_on_a_spark_without_python_read_limits_a_sinks_input_is_paced_and_elsewhere_it_is_not(monkeypatch):
-    from streamcert.connectors import kafka_source
-    from streamcert.connectors.lakehouse import DeltaSink
-
-    def workloads() -> dict:
-        return {run.name: run.scenario.workload for run in plan("delta-sink", DeltaSink(), 1, quick=True)
-                if run.scenario is not None}
-
-    assert all(workload.rate is None for workload in workloads().values())
-    monkeypatch.setattr(kafka_source, "READ_LIMITS", False)
-    paced = workloads()
-    assert paced.pop("baseline").rate is None  # no restart: the partner caps every batch from its initial offsets
-    assert paced and all(workload.rate and workload.total / workload.rate >= 200 for workload in paced.values())
