@@ -299,7 +299,7 @@ def run_case(env: Any, case: BenchCase, settings: BenchSettings, rate: float, du
     """Run ``case`` once at ``rate``; its figures, or ``{"error": ...}`` with what the run recorded."""
     from streamcert.harness.run.workload import Ledger
     from streamcert.harness.scenario import run_scenario
-    from streamcert.reports.charts import fault_windows
+    from streamcert.harness.run.history import fault_windows
 
     result = run_scenario(env, scenario_for(case, settings, rate, duration_s, seed, with_faults), folder)
     run = {"folder": str(folder), "duration_s": result.duration_s, "valid": result.valid,
@@ -482,10 +482,12 @@ def load_bound(search: dict[str, Any]) -> dict[str, Any]:
 
 def run_bench(settings: BenchSettings, cases: list[BenchCase], out: Path, env: Any = None,
               provider: str = "auto", command: str = "",
-              on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
+              on_step: Callable[[str], None] | None = None,
+              render: Callable[[Path], None] | None = None) -> dict[str, Any]:
     """Run every case ``settings.repeats`` times (cases interleaved within a repeat, the raw ceiling first); write
     ``out/bench.json`` after every run (an interrupted benchmark keeps what it measured, ``complete`` false) and
-    ``out/bench.html`` at the end. Returns the results."""
+    ``render(out)`` at the end (:func:`streamcert.reports.render.render_bench_page`: ``out/bench.html``; reports
+    are a layer above this one). Returns the results."""
     from streamcert.conformance.results import versions
     from streamcert.harness.stack.machine import machine_info
 
@@ -514,7 +516,8 @@ def run_bench(settings: BenchSettings, cases: list[BenchCase], out: Path, env: A
     finally:
         results["duration_s"] = round(time.time() - results["started_at"], 3)
         _save(results, out)
-        _render(results, out)
+        if render is not None:
+            render(out)
     return results
 
 
@@ -602,14 +605,3 @@ def _save(results: dict[str, Any], out: Path) -> None:
     partial = out / "bench.json.partial"
     partial.write_text(json.dumps(redact(results), indent=1, default=str))
     os.replace(partial, out / "bench.json")  # a reader never sees half a file
-
-
-def _render(results: dict[str, Any], out: Path) -> None:
-    import logging
-
-    from streamcert.reports.bench_html import bench_html
-
-    try:
-        (out / "bench.html").write_text(bench_html(results))
-    except Exception as exc:  # noqa: BLE001 - bench.json is written; the page is a rendering of it
-        logging.getLogger(__name__).warning("bench.html was not rendered (%s: %s)", type(exc).__name__, exc)

@@ -47,7 +47,7 @@ from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
 from streamcert.spi.connector import Connector
 
 __all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "on_master", "certify", "replay_command", "evidence_of",
-           "verdicts_of", "render_reports", "default_jobs"]
+           "verdicts_of", "default_jobs"]
 
 _log = logging.getLogger(__name__)
 
@@ -189,9 +189,11 @@ def replay_command(reference: str, requirement_id: str, seed: int, quick: bool, 
 
 def certify(certification: Certification, out: Path, *, provider: str = "auto", command: str = "",
             on_run: Callable[[str, PlannedRun, RunResult | None], None] | None = None,
-            environment: Any = None, jobs: int = 1) -> CertificationResult:
-    """Run ``certification`` and write ``out/results.json`` and its reports (report.html, junit.xml, summary.md);
-    return the result.
+            environment: Any = None, jobs: int = 1,
+            render: Callable[[Path], None] | None = None) -> CertificationResult:
+    """Run ``certification`` and write ``out/results.json``; return the result. ``render(out)`` writes its reports
+    (:func:`streamcert.reports.render.render_reports`: report.html, junit.xml, summary.md) after every save that
+    ends the certification, also an interrupted one; reports are a layer above this one, so the caller hands it.
 
     ``on_run(phase, planned, result)`` is called with ``"start"`` before each run and ``"done"`` after it (the
     progress display; from several threads when ``jobs`` > 1, one call at a time). ``environment``: an already
@@ -235,20 +237,9 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
         result.capabilities = _capabilities(certification, result.verdicts)
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(out / "results.json")
-        render_reports(out)
+        if render is not None:
+            render(out)
     return result
-
-
-def render_reports(out: Path) -> None:
-    """report.html, junit.xml and summary.md beside results.json; a report that cannot be rendered must not cost
-    the results (``streamcert report`` renders them again)."""
-    from streamcert.reports.render import render_certification
-
-    try:
-        render_certification(out / "results.json")
-    except Exception as exc:  # noqa: BLE001 - results.json is written; the reports are a rendering of it
-        _log.warning("The reports of %s were not rendered (%s: %s); `streamcert report %s` tries again.", out,
-                     type(exc).__name__, exc, out / "results.json")
 
 
 def _check_out(out: Path) -> None:
@@ -474,7 +465,7 @@ def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> Run
     """A BRK run: seed 003's producer on the stack's cluster through a leader isolation and kill."""
     import uuid
 
-    from streamcert.harness.run.acked_writes import acknowledged_writes
+    from streamcert.harness.acked_writes import acknowledged_writes
 
     params = dict(planned.params)
     config = dict(params.get("topic_config", ()))

@@ -43,7 +43,7 @@ class RunEvidence:
         self.schedule = list(schedule or [])
         #: GEN-2's probe outcomes (:func:`streamcert.conformance.options_probe.probe_options`), when it ran
         self.option_cases = option_cases
-        #: a BRK run's :meth:`~streamcert.harness.run.acked_writes.AckedWritesResult.as_dict`, when it ran
+        #: a BRK run's :meth:`~streamcert.harness.acked_writes.AckedWritesResult.as_dict`, when it ran
         self.acked_writes = acked_writes
         self._acknowledged = acknowledged
         self.history = history

@@ -10,10 +10,11 @@ the leftovers a run's probe saw were kept there when it ran). Runs in the harnes
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from streamcert.conformance.catalogue import CLUSTER_SUBJECT
-from streamcert.conformance.certify import evidence_of, prepare, render_reports, verdicts_of
+from streamcert.conformance.certify import evidence_of, prepare, verdicts_of
 from streamcert.conformance.results import CertificationResult
 from streamcert.conformance.verdicts import JudgedRun
 from streamcert.harness.errors import ConfigurationError
@@ -25,9 +26,11 @@ __all__ = ["merge"]
 _SAME = ("seed", "quick", "strict", "cooperative", "requirements", "connectors")
 
 
-def merge(results: list[Path], out: Path, command: str = "") -> CertificationResult:
-    """Merge the shards whose ``results.json`` (or folders) are ``results`` into ``out`` (results.json, reports and
-    every run's folder); return the merged result. A ConfigurationError when they are not one plan's shards."""
+def merge(results: list[Path], out: Path, command: str = "",
+          render: Callable[[Path], None] | None = None) -> CertificationResult:
+    """Merge the shards whose ``results.json`` (or folders) are ``results`` into ``out`` (results.json and every
+    run's folder; ``render(out)`` writes the reports, as for :func:`~streamcert.conformance.certify.certify`);
+    return the merged result. A ConfigurationError when they are not one plan's shards."""
     shards = [_load(Path(path)) for path in results]
     _check(shards)
     first = shards[0][1]
@@ -70,7 +73,8 @@ def merge(results: list[Path], out: Path, command: str = "") -> CertificationRes
         "error": "; ".join(f"shard {shard.shard}: {shard.error}" for _, shard in shards if shard.error) or None})
     merged.verdicts, merged.capabilities = verdicts_of(certification, judged)
     merged.save(out / "results.json")
-    render_reports(out)
+    if render is not None:
+        render(out)
     return merged
 
 

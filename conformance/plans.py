@@ -451,7 +451,7 @@ def _aggregator_scenario(ref: str, connector: Connector, name: str, rng: random.
 
 #: An aggregator's flush allowance past its declared wait in runs that restart the query. The downtime itself (fault
 #: to the restarted query's first batch) and a backlog the query works through are measured and not counted
-#: (:mod:`streamcert.harness.verify.downtime`, :mod:`streamcert.harness.verify.arrival`); what is left is the first
+#: (:mod:`streamcert.harness.verify.downtime`, :mod:`streamcert.harness.run.arrival`); what is left is the first
 #: trigger after a deadline and the batches that run while a restarted query warms up: at most 18 s in nine such
 #: runs of three full certifications, one of them with a second job on the machine.
 _RESTART_FLUSH_SLACK_S = 60.0

@@ -113,12 +113,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def streamcert_certification(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The session's certification, run once when the first requirement's test needs it."""
     from streamcert.conformance.certify import certify
+    from streamcert.reports.render import render_reports
 
     config = request.config
     out = config.getoption("--streamcert-out")
     out = Path(out) if out else tmp_path_factory.mktemp("streamcert-certification")
     return certify(_plan(config), out, provider=config.getoption("--streamcert-provider"),
-                   command="pytest --pyargs streamcert.conformance")
+                   command="pytest --pyargs streamcert.conformance", render=render_reports)
 
 
 def verdict_of(result: Any, connector_name: str, requirement_id: str) -> Any:

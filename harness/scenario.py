@@ -53,7 +53,7 @@ from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids
 from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, pyspark_version, validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
-from streamcert.harness.verify.arrival import arrival_times
+from streamcert.harness.run.arrival import arrival_times
 from streamcert.harness.verify.downtime import driver_downtime
 from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.verify.metrics import summarize

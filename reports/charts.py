@@ -7,29 +7,11 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from streamcert.harness.run.history import fault_windows
+
 __all__ = ["fault_windows", "run_timeline_svg", "series_svg"]
 
 _COLOURS = {"driver": "#d62728", "executor": "#ff7f0e", "kafka": "#1f77b4", "postgres": "#9467bd"}
-
-
-def fault_windows(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each fault of a run's history as ``{fault, target, start_s, stop_s}``, in seconds since the run began (the
-    origin of its timeline); ``stop_s`` is None for a fault still active when the run ended."""
-    history = run.get("history") or []
-    if not history:
-        return []
-    origin = history[0]["time"]
-    windows: list[dict[str, Any]] = []
-    open_ones: dict[tuple, dict[str, Any]] = {}
-    for event in history:
-        key = (event.get("fault"), event.get("target"))
-        if event.get("kind") == "fault-start":
-            window = {"fault": key[0], "target": key[1], "start_s": event["time"] - origin, "stop_s": None}
-            windows.append(window)
-            open_ones[key] = window
-        elif event.get("kind") == "fault-stop" and key in open_ones:
-            open_ones.pop(key)["stop_s"] = event["time"] - origin
-    return windows
 
 
 def run_timeline_svg(run: dict[str, Any], title: str = "") -> str | None:

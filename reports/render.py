@@ -4,6 +4,7 @@ and ``summary.md``; a benchmark's ``bench.html`` from its ``bench.json``; the ca
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from streamcert.harness.errors import ConfigurationError
@@ -13,10 +14,23 @@ from streamcert.reports.junit import junit_xml
 from streamcert.reports.summary import summary_markdown
 
 __all__ = ["MATRIX_FILES", "REPORT_FILES", "render_bench", "render_certification", "render_matrix",
-           "render_results"]
+           "render_bench_page", "render_reports", "render_results"]
+
+_log = logging.getLogger(__name__)
 
 REPORT_FILES = ("report.html", "junit.xml", "summary.md")
 MATRIX_FILES = ("matrix.html", "matrix.md")
+
+
+def render_reports(out: Path) -> None:
+    """report.html, junit.xml and summary.md beside ``out/results.json``, for a certification or a merge that just
+    saved it: a report that cannot be rendered must not cost the results (``streamcert report`` renders them
+    again)."""
+    try:
+        render_certification(Path(out) / "results.json")
+    except Exception as exc:  # noqa: BLE001 - results.json is written; the reports are a rendering of it
+        _log.warning("The reports of %s were not rendered (%s: %s); `streamcert report %s` tries again.", out,
+                     type(exc).__name__, exc, Path(out) / "results.json")
 
 
 def render_certification(results: Path | str, out: Path | str | None = None) -> list[Path]:
@@ -77,6 +91,15 @@ def _read_json(path: Path) -> object:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def render_bench_page(out: Path) -> None:
+    """``bench.html`` beside ``out/bench.json``, for a benchmark that just saved it: a page that cannot be rendered
+    must not cost the measurements (``streamcert report`` renders it again)."""
+    try:
+        render_bench(Path(out) / "bench.json")
+    except Exception as exc:  # noqa: BLE001 - bench.json is written; the page is a rendering of it
+        _log.warning("bench.html of %s was not rendered (%s: %s)", out, type(exc).__name__, exc)
 
 
 def render_bench(results: Path | str, out: Path | str | None = None) -> list[Path]:

@@ -169,6 +169,7 @@ _VERDICT_STYLE = {"pass": "[green]pass[/green]", "fail": "[red]FAIL[/red]", "ski
 def _certify(args: argparse.Namespace) -> int:
 
     from streamcert.conformance.certify import certify, default_jobs, prepare
+    from streamcert.reports.render import render_reports
 
     wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
@@ -187,7 +188,7 @@ def _certify(args: argparse.Namespace) -> int:
         print(f"streamcert certify: {jobs} runs at once, each on a stack of its own", file=sys.stderr, flush=True)
     with _RunProgress(runs) as progress:
         result = certify(certification, out, provider=args.provider, command=command, on_run=progress.update,
-                         jobs=jobs)
+                         jobs=jobs, render=render_reports)
     _print_verdicts(result)
     counts = result.counts()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
@@ -197,9 +198,11 @@ def _certify(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     from streamcert.conformance.merge import merge
+    from streamcert.reports.render import render_reports
 
     out = _out_folder(args.out)
-    result = merge([Path(path) for path in args.results], out, command=shlex.join(["streamcert", *args.argv]))
+    result = merge([Path(path) for path in args.results], out, command=shlex.join(["streamcert", *args.argv]),
+                   render=render_reports)
     _print_verdicts(result)
     counts = result.counts()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
@@ -289,6 +292,7 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from streamcert.benchmarks.bench import BenchSettings, resolve_cases, run_bench
+    from streamcert.reports.render import render_bench_page
 
     if args.fault and args.no_fault:
         raise StreamcertError("--fault and --no-fault were both given.", hint="Give one of them.")
@@ -304,7 +308,8 @@ def _bench(args: argparse.Namespace) -> int:
     console.print(f"streamcert bench: {len(cases)} case(s) ({', '.join(c.name for c in cases)}), {repeats} "
                   f"repeat(s) of {duration:g} s; results in {out / 'bench.json'}")
     results = run_bench(settings, cases, out, provider=args.provider, command=shlex.join(["streamcert", *args.argv]),
-                        on_step=lambda text: console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}"))
+                        on_step=lambda text: console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}"),
+                        render=render_bench_page)
     rows = []
     for name, body in results["cases"].items():
         spread = body.get("spread") or {}

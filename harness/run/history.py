@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["History"]
+__all__ = ["History", "fault_windows"]
 
 
 class History:
@@ -35,3 +35,23 @@ class History:
     def __len__(self) -> int:
         with self._lock:
             return len(self._events)
+
+
+def fault_windows(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each fault of a run's history as ``{fault, target, start_s, stop_s}``, in seconds since the run began (the
+    origin of its timeline); ``stop_s`` is None for a fault still active when the run ended."""
+    history = run.get("history") or []
+    if not history:
+        return []
+    origin = history[0]["time"]
+    windows: list[dict[str, Any]] = []
+    open_ones: dict[tuple, dict[str, Any]] = {}
+    for event in history:
+        key = (event.get("fault"), event.get("target"))
+        if event.get("kind") == "fault-start":
+            window = {"fault": key[0], "target": key[1], "start_s": event["time"] - origin, "stop_s": None}
+            windows.append(window)
+            open_ones[key] = window
+        elif event.get("kind") == "fault-stop" and key in open_ones:
+            open_ones.pop(key)["stop_s"] = event["time"] - origin
+    return windows

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from streamcert.harness.errors import ConfigurationError, StartupFailed
-from streamcert.harness.faults.network import LINKS
-from streamcert.harness.faults.registry import ENDPOINT_NAME, stack_targets
 from streamcert.harness.stack.ports import free_port
 from streamcert.harness.stack.toxiproxy import Link
 from streamcert.spi.errors import StreamcertError
@@ -79,11 +77,6 @@ class ExternalSystems:
                                 f"{type(exc).__name__}: {exc}", hint=f"Look at {folder}; the system's start() "
                                 "is the connector author's code.") from exc
         declared = tuple(system.endpoint_names)
-        bad = [n for n in declared if not ENDPOINT_NAME.fullmatch(n) or n in stack_targets() and n not in LINKS]
-        if bad:
-            raise ConfigurationError(f"The external system {name!r} names endpoint(s) {bad}, which faults could not "
-                                     "tell from the stack's own targets.", hint="Call each endpoint a name of its "
-                                     "own: a letter, then letters, digits, '_', '.' or '-' (not driver, executor...).")
         if sorted(endpoints) != sorted(declared):
             raise ConfigurationError(f"The external system {name!r} declares endpoints {list(declared)} and its "
                                      f"endpoints() gave {sorted(endpoints)}.", hint="List in endpoint_names exactly "

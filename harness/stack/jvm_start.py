@@ -158,7 +158,7 @@ def _build(path: Path) -> str | None:
     """Dump the archive through a warm-up child; None when it worked, else why not."""
     partial = Path(tempfile.mkdtemp(dir=path.parent)) / path.name
     env = dict(os.environ, **{ARCHIVE_SWITCH_VAR: "off"})
-    command = [sys.executable, "-m", "streamcert.harness.stack.jvm_start", str(partial)]
+    command = [sys.executable, "-m", "streamcert.harness.stack.jvm_warm_up", str(partial)]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -172,67 +172,3 @@ def _build(path: Path) -> str | None:
     finally:
         partial.unlink(missing_ok=True)
         partial.parent.rmdir()
-
-
-def _warm_up(target: str) -> None:
-    """Run what a certification's driver runs (a batch job, a Python UDF, a stateful streaming query into
-    Parquet, a Python streaming data source), then stop cleanly: the JVM writes the archive as it exits."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-
-    from pyspark import SparkContext
-
-    from streamcert.harness.stack.spark import SparkConfig, spark_session
-
-    class _Ticks(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "streamcert_warm_up"
-
-        def schema(self) -> str:
-            return "id long"
-
-        def streamReader(self, schema):  # noqa: N802 - Spark's name
-            return _TickReader()
-
-    class _TickReader(DataSourceStreamReader):
-        def initialOffset(self) -> dict:  # noqa: N802
-            return {"at": 0}
-
-        def latestOffset(self) -> dict:  # noqa: N802
-            return {"at": 100}
-
-        def partitions(self, start: dict, end: dict) -> list:
-            return [InputPartition(i) for i in range(2)]
-
-        def read(self, partition):
-            yield from ((n,) for n in range(partition.value, 100, 2))
-
-    spark = spark_session(SparkConfig(master="local[2]", app_name="streamcert-class-archive",
-                                      java_options=f"-XX:ArchiveClassesAtExit={target}"))
-    try:
-        from pyspark.sql.functions import udf
-
-        spark.range(0, 20000, numPartitions=4).selectExpr("id % 7 as k").groupBy("k").count().collect()
-        spark.range(10).select(udf(lambda x: x + 1, "long")("id")).collect()
-        spark.dataSource.register(_Ticks)
-        with tempfile.TemporaryDirectory() as scratch:
-            counts = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
-                      .selectExpr("value % 5 as k").groupBy("k").count())
-            query = (counts.writeStream.outputMode("update").format("console").trigger(once=True)
-                     .option("checkpointLocation", f"{scratch}/agg").start())
-            query.awaitTermination()
-            query = (spark.readStream.format("streamcert_warm_up").load().writeStream.format("parquet")
-                     .option("path", f"{scratch}/out").option("checkpointLocation", f"{scratch}/files")
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
-    finally:
-        spark.stop()
-    # The JVM exits by itself when its stdin closes (and writes the archive on the way out); a stop that
-    # signals it would lose the archive.
-    process = SparkContext._gateway.proc
-    process.stdin.close()
-    process.wait(timeout=_BUILD_TIMEOUT_S / 2)
-
-
-if __name__ == "__main__":
-    _warm_up(sys.argv[1])

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.faults.network import LINKS
+from streamcert.harness.faults.registry import ENDPOINT_NAME, stack_targets
 from streamcert.harness.systems.file_sink import SparkFileSink
 from streamcert.harness.systems.kafka_topics import KafkaTopics
 from streamcert.harness.systems.postgres_tables import PostgresTables
@@ -65,8 +67,20 @@ def addresses(env: Any, system: ExternalSystem) -> tuple[dict[str, str], dict[st
     proxied here; the stack's are already."""
     if isinstance(system, StackSystem):
         return system.direct(), system.proxied()
+    _check_endpoint_names(system)
     started = env.systems.started(system)
     return dict(started.direct), started.proxied
+
+
+def _check_endpoint_names(system: ExternalSystem) -> None:
+    """Refuse, before it starts, a system whose endpoint names a fault could not tell from the stack's own targets
+    (network faults aim at an endpoint by its name)."""
+    bad = [name for name in system.endpoint_names
+           if not ENDPOINT_NAME.fullmatch(name) or name in stack_targets() and name not in LINKS]
+    if bad:
+        raise ConfigurationError(f"The external system {system.name!r} names endpoint(s) {bad}, which faults could "
+                                 "not tell from the stack's own targets.", hint="Call each endpoint a name of its "
+                                 "own: a letter, then letters, digits, '_', '.' or '-' (not driver, executor...).")
 
 
 def _bound(system: ExternalSystem, at: StackAddresses) -> ExternalSystem:

@@ -434,7 +434,7 @@ class AggregatorBatchChecker(_ColumnChecker):
     :func:`~streamcert.harness.verify.downtime.driver_downtime`; a flush cannot fire then).
 
     A record arrived when the query read it: ledger ``arrived_at``
-    (:func:`~streamcert.harness.verify.arrival.arrival_times`; a record waiting in the input behind a backlog
+    (:func:`~streamcert.harness.run.arrival.arrival_times`; a record waiting in the input behind a backlog
     is not waiting in the aggregator), or where that is missing, when it was produced.
 
     Needs ledger ``id``, ``aborted`` and output ``id``, ``key``, ``seq``, ``batch_id``; the flush rule

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from streamcert.benchmarks.bench import CASES, BenchSettings, run_bench
+from streamcert.reports.render import render_bench_page
 from streamcert.harness.faults.schedule import FaultSpec
 
 pytestmark = pytest.mark.integration
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.integration
 def test_a_short_benchmark_under_an_outage_measures_every_figure(stack, tmp_path):
     settings = BenchSettings(rate=150, duration_s=8, repeats=1, quick=True,
                              faults=(FaultSpec("down", "kafka", 3.0, 2.0),))
-    results = run_bench(settings, [CASES["reference"]], tmp_path, env=stack)
+    results = run_bench(settings, [CASES["reference"]], tmp_path, env=stack, render=render_bench_page)
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved["complete"] and saved["schema_version"] == 1 and saved == json.loads(json.dumps(results))
     body = saved["cases"]["reference"]

@@ -125,9 +125,10 @@ def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_sett
     """BRK-1 and BRK-2 end to end on the session's 3-node cluster, as `streamcert certify --requirements BRK-1
     BRK-2` runs them: both pass, the safe run lost nothing it acknowledged, the unsafe one lost some."""
     from streamcert.conformance.certify import certify
+    from streamcert.reports.render import render_reports
 
     stack = SimpleNamespace(kafka=kafka_cluster, config=SimpleNamespace(brokers=3))
-    result = certify(prepare(None, ["BRK-1", "BRK-2"]), tmp_path / "cert", environment=stack)
+    result = certify(prepare(None, ["BRK-1", "BRK-2"]), tmp_path / "cert", environment=stack, render=render_reports)
     assert result.connectors[-1] == "kafka-cluster" and result.declarations["kafka-cluster"].kind == "broker"
     safe, unsafe = (_verdict(result.verdicts, "kafka-cluster", req) for req in ("BRK-1", "BRK-2"))
     assert safe.verdict == "pass", safe.reason

@@ -13,6 +13,7 @@ from streamcert.conformance.merge import merge
 from streamcert.conformance.shards import parse_shard
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.results import RunResult
+from streamcert.reports.render import render_reports
 
 pytestmark = pytest.mark.integration
 
@@ -33,12 +34,13 @@ def whole(stack, tmp_path_factory) -> tuple[Path, object]:
 def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, whole, tmp_path):
     whole_folder, whole = whole
     parts = [certify(prepare(_CONNECTORS, _REQUIREMENTS, shard=parse_shard(f"{index}/2")), tmp_path / f"part{index}",
-                     environment=stack) for index in (1, 2)]
+                     environment=stack, render=render_reports) for index in (1, 2)]
     assert sorted(len(part.runs) for part in parts) == [1, 1] and {part.shard for part in parts} == {"1/2", "2/2"}
     for part in parts:  # SRC-9 needs both runs: no shard can pass it alone
         [src9] = [v for v in part.verdicts if v.requirement == "SRC-9"]
         assert src9.verdict == "unknown" and "in shard" in src9.reason and "streamcert merge" in src9.reason
-    merged = merge([tmp_path / "part1", tmp_path / "part2" / "results.json"], tmp_path / "merged")
+    merged = merge([tmp_path / "part1", tmp_path / "part2" / "results.json"], tmp_path / "merged",
+                   render=render_reports)
     assert _verdicts(merged) == _verdicts(whole) and all(v.verdict == "pass" for v in merged.verdicts)
     assert merged.complete and merged.shard is None and len(merged.merged_from) == 2
     assert "merged from 2 shards" in (tmp_path / "merged" / "report.html").read_text()

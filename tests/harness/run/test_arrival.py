@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from streamcert.harness.verify.arrival import arrival_times
+from streamcert.harness.run.arrival import arrival_times
 
 TOPIC = "in-topic"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamcert.harness.run.acked_writes import acknowledged_writes
+from streamcert.harness.acked_writes import acknowledged_writes
 
 pytestmark = pytest.mark.integration
 
