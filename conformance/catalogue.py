@@ -40,6 +40,8 @@ EVIDENCE_CHECKS = {
     "end_offsets": "a bounded (AvailableNow) run's last committed offsets equal the end offsets taken at its start",
     "admission": "the offsets of each micro-batch: no batch reads more records than the claimed limit",
     "progress": "the query's progress events: batches keep committing (no stall) and report input rows and rates",
+    "query_failures": "the driver's events: no attempt's query terminated with an exception of its own (a query "
+                      "that crashes when it resumes from its checkpoint has not resumed)",
     "event_time_drift": "the event times the source emits per batch: the spread between partitions stays within "
                         "the claimed bound",
     "leftovers": "the sink's participant after the run: no prepared transaction or staged data of a failed attempt "
@@ -139,9 +141,9 @@ CATALOGUE: tuple[Requirement, ...] = (
     _req("SRC-1", "After a driver kill the query resumes from its checkpoint with no record lost or repeated.",
          "Kill the driver inside the offsets/commits window and at seeded random moments of the batch lifecycle "
          "(reading, after reading, writing), several times per run; restart from the checkpoint.",
-         _NO_LOSS_NO_DUPLICATE + "; each kill struck in the moment it aimed at.",
+         _NO_LOSS_NO_DUPLICATE + "; each kill struck in the moment it aimed at; no restarted query failed by itself.",
          runs=("driver-kills",), families=("driver-kill",), moments=MOMENTS, aim="window",
-         checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 000, seed 001"),
+         checks=_OUTPUT + ("fault_reached", "query_failures"), origin="SPEC §5; seed 000, seed 001"),
     _req("SRC-2", "Records of one partition reach the query in offset order.",
          "Produce keyed records (each key in one partition) and read them through an order-keeping sink.",
          "No record of a key after a later one of the same key (per_key_order: no regression, no gap).",
@@ -154,8 +156,9 @@ CATALOGUE: tuple[Requirement, ...] = (
          checks=("assignment",), origin="SPEC §5; seed 000"),
     _req("SRC-4", "Rescaling (restart with more or fewer reader tasks) loses and repeats nothing.",
          "Restart the query from its checkpoint with the parallelism raised, then lowered.",
-         _NO_LOSS_NO_DUPLICATE + "; the new task count shows in the event log.",
-         runs=("rescale",), families=("rescale",), checks=_OUTPUT + ("assignment",), origin="SPEC §5; seed 001"),
+         _NO_LOSS_NO_DUPLICATE + "; the new task count shows in the event log; no restarted query failed by itself.",
+         runs=("rescale",), families=("rescale",), checks=_OUTPUT + ("assignment", "query_failures"),
+         origin="SPEC §5; seed 001"),
     _req("SRC-5", "Partitions added while the query runs are discovered and read from their earliest offset.",
          "Add partitions to the input topic mid-run and produce into them.",
          _NO_LOSS_NO_DUPLICATE + " (records of the new partitions included).", runs=("rescale",),
@@ -193,9 +196,9 @@ CATALOGUE: tuple[Requirement, ...] = (
     _req("SNK-1", "Exactly once across a driver kill in the pre-commit / commit window.",
          "Kill the driver after tasks wrote and before Spark's commit, inside the sink's commit, between two of "
          "its commits, and at seeded random moments; restart from the checkpoint.",
-         _NO_LOSS_NO_DUPLICATE + " (read as a user reads the output); each kill struck where it aimed.",
-         runs=("driver-kills",), families=("driver-kill",), moments=MOMENTS, aim="window",
-         checks=_OUTPUT + ("fault_reached",), origin="SPEC §5; seed 002"),
+         _NO_LOSS_NO_DUPLICATE + " (read as a user reads the output); each kill struck where it aimed; no restarted "
+         "query failed by itself.", runs=("driver-kills",), families=("driver-kill",), moments=MOMENTS, aim="window",
+         checks=_OUTPUT + ("fault_reached", "query_failures"), origin="SPEC §5; seed 002"),
     _req("SNK-2", "The writes of a failed task attempt are rolled back: nothing of them is ever visible.",
          "Kill the Python workers of a steady batch's tasks at a task moment, then several times late in their "
          "write, with the sink's answers slowed so a task's last step (prepare, stage) is done before it hears "
@@ -236,7 +239,8 @@ CATALOGUE: tuple[Requirement, ...] = (
          checks=_OUTPUT + ("progress",)),
     _req("SNK-8", "Rescale: a different task count after a restart keeps exactly once.",
          "Restart the query with more, then fewer writer tasks, with a batch pending at the restart.",
-         _NO_LOSS_NO_DUPLICATE + ".", runs=("rescale",), families=("rescale",)),
+         _NO_LOSS_NO_DUPLICATE + "; no restarted query failed by itself.", runs=("rescale",), families=("rescale",),
+         checks=_OUTPUT + ("query_failures",)),
     # -- aggregators (between a source and an exactly-once sink) -------------------------------------------
     _req("AGG-1", "Per-key order is kept inside each batch and across batches.",
          "Aggregate keyed records into batches and read them back.",
@@ -253,13 +257,14 @@ CATALOGUE: tuple[Requirement, ...] = (
     _req("AGG-4", "Nothing is lost or duplicated when the driver dies at the checkpoint boundary.",
          "Kill the driver after the sink committed a batch's output and before Spark committed the batch (the "
          "barrier trap), and at seeded random moments while records are buffered.",
-         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", runs=("driver-kills",), families=("driver-kill",),
-         moments=MOMENTS, aim="committing",
-         checks=_OUTPUT + ("aggregator_batch", "fault_reached"), origin="SPEC §5; seed 004"),
+         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract; no restarted query failed by itself.",
+         runs=("driver-kills",), families=("driver-kill",), moments=MOMENTS, aim="committing",
+         checks=_OUTPUT + ("aggregator_batch", "fault_reached", "query_failures"), origin="SPEC §5; seed 004"),
     _req("AGG-5", "Per-key order is kept across a rescale of the stateful query.",
          "Stop between batches, repartition the state offline, restart with other parallelism.",
-         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract.", runs=("rescale-under-load",), families=("rescale",),
-         checks=_OUTPUT + ("aggregator_batch",), origin="SPEC §5; seed 004"),
+         _NO_LOSS_NO_DUPLICATE + "; batches keep their contract; no restarted query failed by itself.",
+         runs=("rescale-under-load",), families=("rescale",),
+         checks=_OUTPUT + ("aggregator_batch", "query_failures"), origin="SPEC §5; seed 004"),
     _req("AGG-6", "Records buffered before a restart are emitted after it without waiting for new input.",
          "Restart the query while groups hold buffered records, and produce nothing afterwards.",
          "Every buffered record is emitted within the time limit plus the restart, with no new input.",

@@ -19,6 +19,7 @@ import pandas as pd
 from streamcert.conformance.catalogue import FAULT_FAMILIES, Requirement
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
+from streamcert.harness.verify.evidence import query_failures
 
 __all__ = ["RunEvidence", "KILL_FAULTS", "kills_struck", "cells_reached",
            "faults_happened", "progress", "admission", "clean_stop", "assignment", "end_offsets", "option_errors",
@@ -435,7 +436,8 @@ def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
 _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
     "assignment": assignment, "end_offsets": end_offsets, "option_errors": option_errors,
-    "fencing": fencing, "loss_seen": loss_seen, **{name: not_judged(name) for name in ("event_time_drift",)},
+    "fencing": fencing, "loss_seen": loss_seen, "query_failures": lambda run: query_failures(run.driver_events),
+    **{name: not_judged(name) for name in ("event_time_drift",)},
 }
 
 

@@ -55,7 +55,7 @@ from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker,
                                                 exactly_once_checkers, run_checks)
 from streamcert.harness.run.arrival import arrival_times
 from streamcert.harness.verify.downtime import driver_downtime
-from streamcert.harness.verify.evidence import fault_reached
+from streamcert.harness.verify.evidence import fault_reached, query_failures
 from streamcert.harness.verify.metrics import summarize
 from streamcert.harness.systems import StackSystem, addresses, input_system_of, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
@@ -119,6 +119,8 @@ class Scenario(BaseModel):
     load_duration_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     load_users: int = Field(2, ge=1)
     load_after_first_batch: bool = Field(False, description="load once the query committed its first batch")
+    warm_standby: bool = Field(False, description="keep the next driver attempt warm while one runs (its "
+                                                  "SparkSession up, waiting): a restart costs the query's start only")
     load_before_start: bool = Field(False, description="load the whole workload before the query starts (a bounded "
                                                        "run reads what is there when it starts)")
     records_after_start: int = Field(0, ge=0, description="records produced into the input once the query "
@@ -282,6 +284,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         results = run_checks(_checkers(scenario, bounds, downtime), judged, output)
         if scenario.schedule:  # a fault that missed its target leaves the verdict unknown
             results.append(fault_reached(run.history.events()))
+        results.append(query_failures(run.driver.events()))
         if run.observer.error:
             result.error = f"observer: {run.observer.error}"
             _unread_is_not_lost(results, run.observer.error)
@@ -457,7 +460,8 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
         spark_conf["spark.jars"] = ",".join(filter(None, [spark_conf.get("spark.jars", ""), *jars]))
     params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
     spec = QuerySpec(BUILDER, context.checkpoint, params, master or scenario.master, spark_conf=spark_conf)
-    return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""))
+    return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""),
+                         standby=scenario.warm_standby)
 
 
 def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: InputWriter):

@@ -10,6 +10,15 @@ if any). ``kill()`` sends SIGKILL to the child's whole process group (the
 Python driver, its JVM and Python workers): a crash, with no chance to clean
 up. ``restart()`` runs the same spec (optionally changed, e.g. other
 parallelism) from the same checkpoint.
+
+With ``standby=True`` the next attempt waits warm while one runs: a second child (its own process group and
+driver token) starts its SparkSession once the running attempt has finished a batch (not before: on two cores its
+start would slow the attempt's first batch), warms the status API and the Python workers (a small Arrow job: the
+worker daemon forked, pyarrow imported), then waits. A restart whose Spark settings are the standby's hands it the
+spec (a file named in its go-file) and it builds the query at once: the restart costs the query's start, not a
+JVM's and a session's. A standby whose settings no longer fit (another master) is discarded and the attempt
+starts cold. It writes a ``standby`` event when it is ready, and its ``session`` event when it takes over, with
+``standby_ready_s``: how long it had been ready.
 """
 
 from __future__ import annotations
@@ -79,7 +88,8 @@ def load_builder(reference: str) -> Callable[..., Any]:
 class DriverProcess(ProcessBacked):
     """One run of a :class:`QuerySpec` in a child process; a context manager."""
 
-    def __init__(self, spec: QuerySpec, workdir: Path, run_token: str = "", name: str = "driver") -> None:
+    def __init__(self, spec: QuerySpec, workdir: Path, run_token: str = "", name: str = "driver",
+                 standby: bool = False) -> None:
         load_builder(spec.builder)  # fail in the parent, fast, on a bad reference
         self.spec = spec
         self.workdir = Path(workdir)
@@ -88,6 +98,10 @@ class DriverProcess(ProcessBacked):
         self.attempt = 0
         self._process: ManagedProcess | None = None
         self._driver_token = ""
+        #: whether the next attempt waits warm while this one runs (see the module's docstring); local masters
+        #: only: a standby on another would start executors of its own beside the attempt's
+        self.standby = standby and (spec.master == "local" or spec.master.startswith("local["))
+        self._standby: _Standby | None = None
         #: the checkpoint as each attempt found it when it started (attempt -> state): which batch it replays
         self.start_states: dict[int, CheckpointState] = {}
 
@@ -109,21 +123,44 @@ class DriverProcess(ProcessBacked):
         self.workdir.mkdir(parents=True, exist_ok=True)
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
         spec_file.write_text(self.spec.to_json())
-        self._driver_token = uuid.uuid4().hex
+        standby, self._standby = self._standby, None
+        if standby is not None and standby.serves(self.spec, self.attempt):
+            standby.go(spec_file)
+            self._process, self._driver_token = standby.process, standby.token
+        else:
+            if standby is not None:
+                standby.discard()
+            self._process, self._driver_token = self._spawn(spec_file, self.attempt)
+        if self.standby:
+            self._standby = self._spawn_standby(self.attempt + 1)
+
+    def _spawn(self, spec_file: Path, attempt: int, go_file: Path | None = None) -> tuple[ManagedProcess, str]:
+        """Start a driver child for ``attempt`` (a standby when ``go_file`` is given); its process and token."""
+        token = uuid.uuid4().hex
         env = token_env(self.run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
-            DRIVER_TOKEN_VAR: self._driver_token, POINTS_DIR_VAR: str(self.fault_points_dir)}))
-        self._process = ManagedProcess(
-            f"driver {self.name} (attempt {self.attempt})",
-            [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
-             str(self.attempt)],
-            self.log_file, env=env, stop_timeout=60,
-        )
-        self._process.start()
+            DRIVER_TOKEN_VAR: token, POINTS_DIR_VAR: str(self.fault_points_dir)}))
+        argv = [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
+                str(attempt)] + ([str(go_file)] if go_file is not None else [])
+        process = ManagedProcess(f"driver {self.name} (attempt {attempt}{', standby' if go_file else ''})", argv,
+                                 self.workdir / f"{self.name}-{attempt}.log", env=env, stop_timeout=60)
+        process.start()
+        return process, token
+
+    def _spawn_standby(self, attempt: int) -> "_Standby":
+        session_file = self.workdir / f"{self.name}-standby-{attempt}.json"
+        session_file.write_text(self.spec.to_json())
+        go_file = self.workdir / f"{self.name}-go-{attempt}"
+        go_file.unlink(missing_ok=True)
+        process, token = self._spawn(session_file, attempt, go_file)
+        return _Standby(process, token, attempt, _session_key(self.spec), go_file)
 
     def stop(self) -> None:
-        """Ask the query to stop (SIGTERM), then force it; idempotent."""
+        """Ask the query to stop (SIGTERM), then force it; a standby is discarded; idempotent."""
         super().stop()
         self._reap()
+        if self._standby is not None:
+            self._standby.discard()
+            self._standby = None
 
     def stop_gracefully(self, timeout: float = 60.0, linger_s: float = 10.0) -> dict[str, Any]:
         """Ask the running query to stop (SIGTERM: the child stops between batches) and report how it went; then
@@ -255,12 +292,87 @@ class DriverProcess(ProcessBacked):
 
 # -- the child ---------------------------------------------------------------------
 
-def _child(spec_file: str, events_file: str, attempt: int) -> int:
+def _session_key(spec: QuerySpec) -> tuple:
+    """What a driver's SparkSession is made of: a standby serves only an attempt whose spec has the same."""
+    return spec.master, tuple(sorted(spec.spark_conf.items())), tuple(spec.packages)
+
+
+@dataclass
+class _Standby:
+    """A driver child for the next attempt, its session up, waiting for its go-file."""
+
+    process: ManagedProcess
+    token: str
+    attempt: int
+    session_key: tuple
+    go_file: Path
+
+    def serves(self, spec: QuerySpec, attempt: int) -> bool:
+        return attempt == self.attempt and self.process.is_running() and _session_key(spec) == self.session_key
+
+    def go(self, spec_file: Path) -> None:
+        """Hand the standby the spec to build (written first: the go-file appears whole or not at all)."""
+        partial = self.go_file.with_suffix(".partial")
+        partial.write_text(str(spec_file))
+        os.replace(partial, self.go_file)
+
+    def discard(self) -> None:
+        self.process.kill()
+        reap(self.token, var=DRIVER_TOKEN_VAR)
+
+
+#: Seconds between a standby's looks (at the running attempt's events before it warms, at its go-file after).
+_STANDBY_LOOK_S = 0.01
+
+
+def _wait_to_warm(events_file: str, attempt: int, go_file: Path) -> None:
+    """Block until the attempt before ``attempt`` has finished a batch (its ``progress`` event) or the go-file
+    appeared (a restart came first: warm at once)."""
+    path, seen = Path(events_file), 0
+    while not go_file.exists():
+        try:
+            with open(path) as events:
+                events.seek(seen)
+                text = events.read()
+        except FileNotFoundError:
+            text = ""
+        complete = text[:text.rfind("\n") + 1]
+        seen += len(complete)
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.get("attempt") == attempt - 1 and event.get("event") == "progress":
+                return
+        time.sleep(0.1)
+
+
+def _warm_python_workers(spark: Any) -> None:
+    """Fork the Python worker daemon and one worker per core, importing pyarrow there: the first batch after the
+    standby takes over finds them (a worker is reused for the next task)."""
+    cores = spark.sparkContext.defaultParallelism
+    spark.range(0, cores, numPartitions=cores).mapInArrow(lambda batches: batches, "id long").collect()
+
+
+def _wait_for_go(go_file: Path) -> str:
+    """The spec file the go-file names, once it appears; exits when the harness that made this standby is gone."""
+    parent = os.getppid()
+    while not go_file.exists():
+        if os.getppid() != parent:
+            sys.exit(0)
+        time.sleep(_STANDBY_LOOK_S)
+    return go_file.read_text().strip()
+
+
+def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None = None) -> int:
     from pyspark.sql.streaming import StreamingQueryListener
 
     from streamcert.harness.stack.spark import SparkConfig, spark_session
 
     spec = QuerySpec.from_json(Path(spec_file).read_text())
+    if go_file is not None:
+        _wait_to_warm(events_file, attempt, Path(go_file))
     # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
     os.environ[DRIVER_PID_VAR] = str(os.getpid())
     lock = threading.Lock()
@@ -295,7 +407,14 @@ def _child(spec_file: str, events_file: str, attempt: int) -> int:
     context = spark.sparkContext
     # a watcher's first look must find the status API ready: the query's first moments last well under its cold start
     warmed_s = warm_status_api(context.uiWebUrl, context.applicationId) if context.uiWebUrl else None
-    emit("session", ui=context.uiWebUrl, app_id=context.applicationId, status_api_warmed_s=warmed_s)
+    standby = {}
+    if go_file is not None:
+        _warm_python_workers(spark)
+        ready = time.monotonic()
+        emit("standby", ui=context.uiWebUrl)
+        spec = QuerySpec.from_json(Path(_wait_for_go(Path(go_file))).read_text())
+        standby = {"standby_ready_s": round(time.monotonic() - ready, 3)}
+    emit("session", ui=context.uiWebUrl, app_id=context.applicationId, status_api_warmed_s=warmed_s, **standby)
     stopping = threading.Event()
 
     def on_term(_signum, _frame) -> None:
@@ -341,4 +460,4 @@ def _drain_listeners(spark: Any, timeout_ms: int = 10_000) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+    sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5]))

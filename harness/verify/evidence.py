@@ -8,6 +8,12 @@ connector never showed (``absent``: output seen while tasks ran, which a correct
 one missed, the run did not test what it meant to, so the verdict is ``"unknown"``: never a pass, and not a failure
 of the connector either.
 Called in the harness's process after the run, on :meth:`~streamcert.harness.run.history.History.events`.
+
+``query_failures`` says whether the query ever failed by itself: an attempt that Spark reports terminated with an
+exception (the driver's ``terminated`` event carries it), rather than ended by the harness's kill or stop. A
+connector that crashes its query when it resumes from a checkpoint has not resumed, whatever the output holds.
+Errors of the driver child's own bridge to its JVM (a ``failed`` event without a ``terminated`` one) are not the
+query's and are not counted.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 
 from streamcert.harness.verify.checkers import MAX_VIOLATIONS, UNKNOWN, CheckResult
 
-__all__ = ["fault_reached"]
+__all__ = ["fault_reached", "query_failures"]
 
 #: Fields of a ``fault-start`` event that say whether the fault struck its target (the first one present).
 _STRUCK_FIELDS = ("reached", "in_window")
@@ -50,4 +56,29 @@ def fault_reached(events: Iterable[dict[str, Any]]) -> CheckResult:
     if valid is not True:
         result.error = ("no fault struck: the run did not exercise what it was meant to" if not missed else
                         f"{len(missed)} fault(s) missed their target: the verdict cannot rest on this run")
+    return result
+
+
+def query_failures(driver_events: Iterable[dict[str, Any]]) -> CheckResult:
+    """True when no attempt's query terminated with an exception of its own; False, naming each one, otherwise.
+
+    Counts: ``attempts`` (that started a query), ``failed``. Each violation: the attempt, the batches it had
+    committed, and the exception's first lines (where Spark or the connector raised it).
+    """
+    started, failed, committed = set(), [], {}
+    for event in driver_events:
+        attempt = event.get("attempt")
+        if event.get("event") == "started":
+            started.add(attempt)
+        elif event.get("event") == "progress":
+            committed[attempt] = committed.get(attempt, 0) + 1
+        elif event.get("event") == "terminated" and event.get("error"):
+            lines = [line.strip() for line in str(event["error"]).splitlines() if line.strip()]
+            failed.append({"kind": "query_failed", "attempt": attempt, "batches_committed": committed.get(attempt, 0),
+                           "error": " | ".join(lines[:3])[:600]})
+    result = CheckResult("query_failures", not failed, {"attempts": len(started), "failed": len(failed)},
+                         failed[:MAX_VIOLATIONS])
+    if failed:
+        result.error = (f"the query failed by itself in {len(failed)} of {len(started)} attempt(s): "
+                        f"{failed[0]['error'][:200]}")
     return result

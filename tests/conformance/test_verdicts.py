@@ -31,11 +31,12 @@ def _check(name, valid=True, **counts):
             "error": None}
 
 
-def _run(checks, history, complete=True, name="driver-kills") -> JudgedRun:
+def _run(checks, history, complete=True, name="driver-kills", driver_events=()) -> JudgedRun:
     result = RunResult(scenario={"options": {}}, seed=5, complete=complete, checks=checks, history=history,
                        error=None if complete else "StartupFailed: the broker went away")
     planned = PlannedRun("test-sink", name, ("SNK-1", "SNK-4"), Scenario(name="x"))
-    return JudgedRun(planned, result, RunEvidence(history, [], {}, {}), Path("runs/test-sink/" + name))
+    return JudgedRun(planned, result, RunEvidence(history, list(driver_events), {}, {}),
+                     Path("runs/test-sink/" + name))
 
 
 _IN_WINDOW = [{"kind": "fault-start", "time": 1.0, "elapsed_s": 1.0, "fault": "driver_kill", "in_window": True,
@@ -55,7 +56,7 @@ def test_all_checks_valid_and_the_kill_in_its_window_is_a_pass_with_evidence():
     assert verdict.verdict == "pass"
     [run] = verdict.evidence["runs"]
     assert run["scenario"] == "driver-kills" and run["seed"] == 5 and run["faults"][0]["in_window"] is True
-    assert {check["name"] for check in run["checks"]} == set(OUTPUT) | {"fault_reached"}
+    assert {check["name"] for check in run["checks"]} == set(OUTPUT) | {"fault_reached", "query_failures"}
 
 
 def test_duplicates_fail_the_requirement_and_the_reason_names_them():
@@ -71,6 +72,15 @@ def test_a_failure_wins_over_an_unknown_and_a_missed_kill_alone_is_unknown():
     assert judge(_Sink(), requirement("SNK-1"), [_run(clean, missed)]).verdict == "unknown"
     failing = clean[:-1] + [_check("per_key_order", False, regressions=1)]
     assert judge(_Sink(), requirement("SNK-1"), [_run(failing, missed)]).verdict == "fail"
+
+
+def test_a_query_that_failed_by_itself_after_a_kill_fails_the_requirement_though_the_output_is_whole():
+    crashed = [{"event": "started", "attempt": 1}, {"event": "started", "attempt": 2},
+               {"event": "terminated", "attempt": 2, "error": "java.lang.NullPointerException: metrics"}]
+    verdict = judge(_Sink(), requirement("SNK-1"), [_run([_check(n) for n in OUTPUT], _IN_WINDOW,
+                                                         driver_events=crashed)])
+    assert verdict.verdict == "fail" and "query_failures invalid" in verdict.reason
+    assert "NullPointerException" in verdict.reason
 
 
 def test_the_committing_moment_must_have_been_struck_for_a_replayed_commit_requirement():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from streamcert.harness.run.checkpoint import checkpoint_state, read_offsets
-from streamcert.harness.run.driver import DriverProcess, QuerySpec, load_builder
+from streamcert.harness.run.driver import DriverProcess, QuerySpec, _Standby, _wait_to_warm, load_builder
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.process import processes_with_token
 
@@ -99,3 +101,78 @@ def test_a_stop_lands_between_batches_that_run_back_to_back(tmp_path):
     reported = {e["batchId"] for e in driver.events() if e["event"] == "progress"}
     assert set(range(report["latest_commit"] + 1)) <= reported, (reported, report)
     assert any(e["event"] == "terminated" for e in driver.events())
+
+
+def test_a_standby_is_kept_on_local_masters_only(tmp_path):
+    def wants(master: str) -> bool:
+        spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "ck"), master=master)
+        return DriverProcess(spec, tmp_path, standby=True).standby
+
+    assert wants("local[2,3]") and wants("local")
+    assert not wants("local-cluster[3,1,1024]") and not wants("spark://127.0.0.1:7077")
+
+
+def test_a_standby_serves_only_the_next_attempt_with_the_same_spark_session(tmp_path):
+    class _Running:
+        def is_running(self) -> bool:
+            return True
+
+    spec = QuerySpec("a:b", str(tmp_path), {"parallelism": 2}, "local[2,3]", {"k": "v"})
+    from streamcert.harness.run.driver import _session_key
+
+    standby = _Standby(_Running(), "t", 4, _session_key(spec), tmp_path / "go")
+    assert standby.serves(spec.replace(params={"parallelism": 5}), 4)  # a rescale builds another query
+    assert not standby.serves(spec, 5)
+    assert not standby.serves(spec.replace(master="local-cluster[2,1,1024]"), 4)
+    assert not standby.serves(spec.replace(spark_conf={"k": "w"}), 4)
+    standby.go(tmp_path / "spec-4.json")
+    assert (tmp_path / "go").read_text() == str(tmp_path / "spec-4.json")
+
+
+def test_a_standby_warms_once_the_running_attempt_finished_a_batch_or_at_once_when_told_to_go(tmp_path):
+    import json
+    import threading
+    import time
+
+    events, go = tmp_path / "events.jsonl", tmp_path / "go"
+    events.write_text(json.dumps({"event": "session", "attempt": 1}) + "\n")
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (_wait_to_warm(str(events), 2, go), done.set()), daemon=True)
+    waiter.start()
+    time.sleep(0.3)
+    with open(events, "a") as out:  # another attempt's batch, and half a line: not yet
+        out.write(json.dumps({"event": "progress", "attempt": 0}) + "\n" + '{"event": "progr')
+    time.sleep(0.3)
+    assert not done.is_set()
+    with open(events, "a") as out:
+        out.write('ess", "attempt": 1}\n')
+    assert done.wait(5)
+    go.write_text("spec")
+    _wait_to_warm(str(tmp_path / "none.jsonl"), 2, go)  # returns at once
+
+
+@pytest.mark.integration
+def test_a_warm_standby_takes_over_a_killed_attempt_in_a_moment_and_replays_its_batch(stack, tmp_path):
+    """The standby had its session up before the kill: the restart costs the query's start only, and the query
+    goes on from the checkpoint exactly once; stopping the driver leaves no standby behind."""
+    rows, per_batch = 30, 5
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    spec = QuerySpec("tests.harness.queries:counting_to_files", str(checkpoint),
+                     {"rows": rows, "rows_per_batch": per_batch, "read_delay_ms": 300, "path": str(out)},
+                     master="local[1,2]")
+    token = "standby-test"
+    driver = DriverProcess(spec, tmp_path / "driver", run_token=token, standby=True)
+    with driver:
+        driver.wait_for(lambda d: any(e["event"] == "standby" for e in d.events(2)), "the standby ready",
+                        timeout=180)
+        driver.kill()
+        killed_at = time.time()
+        driver.restart()
+        driver.wait_for(lambda d: d.session(2) is not None, "the standby's session", timeout=60)
+        session = driver.session(2)
+        assert "standby_ready_s" in session and session["time"] - killed_at < 2.0, session
+        driver.wait_for(lambda d: (d.checkpoint().latest_commit or -1) >= rows // per_batch - 1,
+                        "every batch committed", timeout=180)
+    assert processes_with_token(token) == []
+    values = [row.value for row in stack.spark.read.parquet(str(out)).collect()]
+    assert sorted(values) == list(range(rows))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamcert.harness.verify.evidence import fault_reached
+from streamcert.harness.verify.evidence import fault_reached, query_failures
 
 
 def _start(fault: str, **fields) -> dict:
@@ -46,3 +46,35 @@ def test_a_fault_that_found_its_moment_absent_neither_struck_nor_missed():
     landed = {"kind": "fault-start", "fault": "python_worker_kill_moment", "aimed": True, "reached": True}
     assert fault_reached([absent, landed]).valid is True
     assert fault_reached([absent]).valid == "unknown"
+
+
+def _attempt(number: int, batches: int, error: str | None = None, ended: bool = True) -> list[dict]:
+    events = [{"event": "session", "attempt": number}, {"event": "started", "attempt": number}]
+    events += [{"event": "progress", "attempt": number, "batchId": b} for b in range(batches)]
+    if error is not None:
+        events += [{"event": "terminated", "attempt": number, "error": error},
+                   {"event": "failed", "attempt": number, "error": "StreamingQueryException: " + error}]
+    elif ended:
+        events.append({"event": "terminated", "attempt": number, "error": None})
+    return events
+
+
+def test_attempts_the_harness_killed_or_stopped_are_no_query_failure():
+    result = query_failures(_attempt(1, 3, ended=False) + _attempt(2, 5))
+    assert result.valid is True and result.counts == {"attempts": 2, "failed": 0}
+
+
+def test_a_query_that_failed_by_itself_after_a_restart_is_named_with_its_error():
+    npe = ('java.lang.NullPointerException: Cannot invoke "scala.collection.IterableOps.map(scala.Function1)"\n'
+           "\tat org.apache.spark.sql.kafka010.KafkaMicroBatchStream$.metrics(KafkaMicroBatchStream.scala:520)")
+    result = query_failures(_attempt(1, 4, ended=False) + _attempt(2, 0, error=npe) + _attempt(3, 6))
+    assert result.valid is False and result.counts == {"attempts": 3, "failed": 1}
+    [failure] = result.violations
+    assert failure["attempt"] == 2 and failure["batches_committed"] == 0
+    assert "NullPointerException" in failure["error"] and "KafkaMicroBatchStream.scala:520" in failure["error"]
+    assert "1 of 3 attempt(s)" in result.error
+
+
+def test_an_error_of_the_driver_childs_own_bridge_is_not_the_querys():
+    events = _attempt(1, 2, ended=False) + [{"event": "failed", "attempt": 1, "error": "Py4JError: py4j gone"}]
+    assert query_failures(events).valid is True
