@@ -409,7 +409,8 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
     warmed_s = warm_status_api(context.uiWebUrl, context.applicationId) if context.uiWebUrl else None
     standby = {}
     if go_file is not None:
-        _warm_python_workers(spark)
+        if not Path(go_file).exists():  # told to go before it warmed: the query's own first batch warms them
+            _warm_python_workers(spark)
         ready = time.monotonic()
         emit("standby", ui=context.uiWebUrl)
         spec = QuerySpec.from_json(Path(_wait_for_go(Path(go_file))).read_text())
