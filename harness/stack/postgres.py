@@ -64,6 +64,10 @@ def postgres_dsn(host: str, port: int, dbname: str = DATABASE, user: str = SUPER
     return dsn + (f" passfile={passfile}" if passfile is not None else "")
 
 
+#: Seconds a killed server's children may take to be gone (SIGKILLed, they go at once unless the machine stalls).
+_CHILDREN_GONE_S = 10.0
+
+
 @dataclass
 class LocalPostgres(ProcessBacked):
     """One PostgreSQL server process. ``stop`` is a fast shutdown (SIGINT); prepared transactions survive it."""
@@ -117,6 +121,27 @@ class LocalPostgres(ProcessBacked):
         self._process.wait_ready(postgres_readiness(self._admin_dsn, hint=f"Look at {self.log_file}."),
                                  self.start_timeout)
         self._ensure_database()
+
+    def kill(self) -> None:
+        """SIGKILL the server and every process it forked: a crash. PostgreSQL's children leave the postmaster's
+        process group (each calls ``setsid()``), so killing the group alone leaves its backends and helpers to
+        notice the death by themselves, holding the shared memory a restart needs ("pre-existing shared memory
+        block is still in use"); they are killed here too, and waited for."""
+        import psutil
+
+        children = []
+        if self._process is not None and self._process.is_running():
+            try:
+                children = psutil.Process(self._process.pid).children(recursive=True)
+            except psutil.Error:  # it ended while we looked
+                children = []
+        super().kill()
+        for child in children:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(children, timeout=_CHILDREN_GONE_S)
 
     @property
     def _admin_dsn(self) -> str:
