@@ -24,8 +24,9 @@ _STARTS = ("driver-start", "fault-stop")
 
 
 def profile_run(folder: Path) -> dict[str, Any]:
-    """The phases of the run in ``folder``: per attempt, seconds from its start to the SparkSession (``session_s``),
-    to the query started (``query_s``), to its first batch's end (``first_batch_s``) with that batch's ``addBatch``
+    """The phases of the run in ``folder``: per attempt, seconds from its start to the SparkSession (``session_s``;
+    a standby's ``standby_ready_s``: how long it had waited ready), to the query started (``query_s``, of which the
+    builder's ``build_s``), to its first batch's end (``first_batch_s``) with that batch's ``addBatch``
     (``first_add_batch_ms``); the median steady batch; and the run's totals."""
     folder = Path(folder)
     result = json.loads((folder / "results.json").read_text())
@@ -35,6 +36,7 @@ def profile_run(folder: Path) -> dict[str, Any]:
     for attempt, began in sorted(starts.items()):
         mine = [event for event in events if event.get("attempt") == attempt]
         session = _first(mine, "session")
+        built = _first(mine, "built")
         started = _first(mine, "started")
         batches = [event for event in mine if event.get("event") == "progress"]
         first = batches[0] if batches else None
@@ -42,6 +44,8 @@ def profile_run(folder: Path) -> dict[str, Any]:
             "attempt": attempt,
             "session_s": _since(session, began),
             "query_s": _since(started, session["time"] if session else None),
+            "build_s": _since(built, session["time"] if session else None),
+            "standby_ready_s": (session or {}).get("standby_ready_s"),
             "first_batch_s": _since(first, started["time"] if started else None),
             "first_add_batch_ms": ((first or {}).get("durationMs") or {}).get("addBatch"),
             "batches": len(batches)})
@@ -83,11 +87,13 @@ def _table(profile: dict[str, Any]) -> str:
     lines = [f"{profile['scenario']} ({profile['run']}): {profile['duration_s']} s, "
              f"{len(profile['attempts'])} attempt(s), restarts and first batches {profile['restart_overhead_s']} s, "
              f"steady batch median {profile['steady_batch_ms']} ms",
-             "| attempt | to session s | to query s | to first batch s | first addBatch ms | batches |",
-             "|---:|---:|---:|---:|---:|---:|"]
+             "| attempt | to session s | standby ready s | to query s | of it building s | to first batch s "
+             "| first addBatch ms | batches |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for attempt in profile["attempts"]:
         lines.append("| " + " | ".join(str(attempt[key]) if attempt[key] is not None else "–" for key in (
-            "attempt", "session_s", "query_s", "first_batch_s", "first_add_batch_ms", "batches")) + " |")
+            "attempt", "session_s", "standby_ready_s", "query_s", "build_s", "first_batch_s", "first_add_batch_ms",
+            "batches")) + " |")
     return "\n".join(lines)
 
 

@@ -12,13 +12,16 @@ up. ``restart()`` runs the same spec (optionally changed, e.g. other
 parallelism) from the same checkpoint.
 
 With ``standby=True`` the next attempt waits warm while one runs: a second child (its own process group and
-driver token) starts its SparkSession once the running attempt has finished a batch (not before: on two cores its
-start would slow the attempt's first batch), warms the status API and the Python workers (a small Arrow job: the
+driver token) starts at once at a lowered CPU priority (nice +10, inherited by its JVM and Python workers: on two
+cores it takes what the running attempt leaves, so it does not slow that attempt's start or first batch, which
+faults are timing), starts its SparkSession, warms the status API and the Python workers (a small Arrow job: the
 worker daemon forked, pyarrow imported), then waits. A restart whose Spark settings are the standby's hands it the
-spec (a file named in its go-file) and it builds the query at once: the restart costs the query's start, not a
-JVM's and a session's. A standby whose settings no longer fit (another master) is discarded and the attempt
-starts cold. It writes a ``standby`` event when it is ready, and its ``session`` event when it takes over, with
-``standby_ready_s``: how long it had been ready.
+spec (a file named in its go-file); the standby restores its process group's priority where the OS lets it (root
+or CAP_SYS_NICE; otherwise it runs on at the lowered priority and says so) and builds the query at once: the
+restart costs the query's start, not a JVM's and a session's. A standby whose settings no longer fit (another
+master) is discarded and the attempt starts cold. It writes a ``standby`` event when it is ready, and its
+``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, 0 when it was told to
+go before it was) and ``priority_restored``.
 """
 
 from __future__ import annotations
@@ -321,31 +324,38 @@ class _Standby:
         reap(self.token, var=DRIVER_TOKEN_VAR)
 
 
-#: Seconds between a standby's looks (at the running attempt's events before it warms, at its go-file after).
+#: Seconds between a standby's looks at its go-file.
 _STANDBY_LOOK_S = 0.01
 
+#: How much lower a waiting standby's CPU priority is (a nice increment): it yields the cores to the running attempt.
+STANDBY_NICE = 10
 
-def _wait_to_warm(events_file: str, attempt: int, go_file: Path) -> None:
-    """Block until the attempt before ``attempt`` has finished a batch (its ``progress`` event) or the go-file
-    appeared (a restart came first: warm at once)."""
-    path, seen = Path(events_file), 0
-    while not go_file.exists():
+
+def _lower_priority() -> None:
+    """Called in a standby before its JVM starts, so the JVM and the Python workers it forks inherit it."""
+    os.nice(STANDBY_NICE)
+
+
+def _restore_priority() -> bool:
+    """Give this process and everything it started the normal priority back, thread by thread (Linux keeps a nice
+    value per thread; the JVM's threads and the Python worker daemon, which leaves this process group, inherited the
+    lowered one); whether the OS allowed it (lowering a nice value needs root or CAP_SYS_NICE)."""
+    import psutil
+
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
         try:
-            with open(path) as events:
-                events.seek(seen)
-                text = events.read()
-        except FileNotFoundError:
-            text = ""
-        complete = text[:text.rfind("\n") + 1]
-        seen += len(complete)
-        for line in complete.splitlines():
+            threads = [thread.id for thread in process.threads()]
+        except psutil.NoSuchProcess:
+            continue
+        for thread in threads:
             try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
+                os.setpriority(os.PRIO_PROCESS, thread, 0)
+            except ProcessLookupError:  # a thread that ended meanwhile
                 continue
-            if event.get("attempt") == attempt - 1 and event.get("event") == "progress":
-                return
-        time.sleep(0.1)
+            except PermissionError:
+                return False
+    return True
 
 
 def _warm_python_workers(spark: Any) -> None:
@@ -372,7 +382,7 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
 
     spec = QuerySpec.from_json(Path(spec_file).read_text())
     if go_file is not None:
-        _wait_to_warm(events_file, attempt, Path(go_file))
+        _lower_priority()
     # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
     os.environ[DRIVER_PID_VAR] = str(os.getpid())
     lock = threading.Lock()
@@ -414,7 +424,7 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
         ready = time.monotonic()
         emit("standby", ui=context.uiWebUrl)
         spec = QuerySpec.from_json(Path(_wait_for_go(Path(go_file))).read_text())
-        standby = {"standby_ready_s": round(time.monotonic() - ready, 3)}
+        standby = {"standby_ready_s": round(time.monotonic() - ready, 3), "priority_restored": _restore_priority()}
     emit("session", ui=context.uiWebUrl, app_id=context.applicationId, status_api_warmed_s=warmed_s, **standby)
     stopping = threading.Event()
 
@@ -424,6 +434,7 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
     signal.signal(signal.SIGTERM, on_term)
     try:
         built = load_builder(spec.builder)(spark, {**spec.params, "checkpoint": spec.checkpoint})
+        emit("built")  # where a restart's seconds go: the builder's (connectors loaded, schemas asked) then start()'s
         query = built.start() if hasattr(built, "start") and not hasattr(built, "awaitTermination") else built
     except Exception as exc:  # the query could not be built or started: say why, as a failed query does
         emit("failed", error=f"{type(exc).__name__}: {exc}\n{_last_frames(exc)}")
