@@ -47,13 +47,23 @@ _CAUSES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+#: Lines that look like a cause and never are: PostgreSQL's programs, started as ``postgres`` from a folder that user
+#: cannot enter, say so and go on.
+_HARMLESS = re.compile(r"could not change directory to", re.IGNORECASE)
+#: Lines a server marks as its failure; a cause is looked for in these before the rest.
+_SEVERE = re.compile(r"\b(?:FATAL|PANIC|ERROR|SEVERE)\b|Exception|\bError\b|error:")
+
+
 def diagnose_failure(output: str, *, folder: Path | None = None, heap_hint: str = "a larger -Xmx") -> Cause | None:
-    """The first recognised cause in ``output`` (a server's last lines, a tool's output), or None."""
-    for name, pattern, hint in _CAUSES:
-        match = re.search(pattern, output, flags=re.IGNORECASE)
-        if match:
-            line = next((line.strip() for line in output.splitlines() if match.group(0) in line), match.group(0))
-            return Cause(name, line[:200], hint.format(heap_hint=heap_hint, where=_free_space(folder)))
+    """The first recognised cause in ``output`` (a server's last lines, a tool's output), or None: looked for in the
+    lines marked as failures first (FATAL, ERROR, exceptions), then in the others, never in known harmless ones."""
+    lines = [line.strip() for line in output.splitlines() if line.strip() and not _HARMLESS.search(line)]
+    severe = [line for line in lines if _SEVERE.search(line)]
+    for candidates in (severe, lines):
+        for name, pattern, hint in _CAUSES:
+            line = next((line for line in candidates if re.search(pattern, line, flags=re.IGNORECASE)), None)
+            if line is not None:
+                return Cause(name, line[:200], hint.format(heap_hint=heap_hint, where=_free_space(folder)))
     return None
 
 

@@ -23,6 +23,18 @@ def test_each_cause_is_recognised_from_real_lines(tmp_path):
     assert diagnose_failure("server started\nlistening on 127.0.0.1:5432") is None
 
 
+def test_a_harmless_line_is_never_the_cause_and_a_failure_s_own_line_comes_first():
+    """PostgreSQL run as ``postgres`` from /root says it cannot enter /root (Permission denied) and goes on: the
+    server's FATAL line is the cause; without one, nothing is blamed."""
+    cwd = 'could not change directory to "/root": Permission denied'
+    assert diagnose_failure(f"{cwd}\nLOG:  database system is ready") is None
+    shared = f"{cwd}\nFATAL:  could not create shared memory segment: No space left on device"
+    assert diagnose_failure(shared).name == "disk full"
+    both = ("LOG:  could not write temporary statistics file: No space left on device\n"
+            'FATAL:  could not open lock file "/run/postgresql/.s.PGSQL.5432.lock": Permission denied')
+    assert diagnose_failure(both).name == "permission denied"  # the failure's own line before a softer one
+
+
 def test_with_diagnosis_replaces_a_generic_hint_and_leaves_an_unexplained_error_alone():
     error = StartupFailed("Formatting Kafka storage failed (exit code 1).", hint="Check the Java version (17+).",
                           details=_KAFKA_OOM)
