@@ -81,7 +81,7 @@ def matrix_html(results: list[Path | str], out: Path) -> str:
 
     connectors, requirements, cells = capability_matrix(results)
     statements = {req.id: req.statement for req in CATALOGUE}
-    head = "".join(f"<th>{escape(c)}</th>" for c in connectors)
+    head = _header_rows(connectors)
     rows = []
     for requirement in requirements:
         row = []
@@ -92,12 +92,52 @@ def matrix_html(results: list[Path | str], out: Path) -> str:
                 continue
             row.append(f'<td class="v {cell.verdict}" title="{escape(cell.reason, quote=True)}">'
                        f'<a href="{escape(cell.link(out), quote=True)}">{cell.verdict}</a></td>')
-        rows.append(f'<tr><th>{requirement}<div class="stmt">{escape(statements.get(requirement, ""))}</div></th>'
-                    + "".join(row) + "</tr>")
+        rows.append(f'<tr><th class="req">{requirement}<div class="stmt">{escape(statements.get(requirement, ""))}'
+                    "</div></th>" + "".join(row) + "</tr>")
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>streamcert capability matrix'
-            f"</title><style>{matrix_css()}</style></head><body><main><h1>Capability matrix</h1>"
-            f'<p class="muted">{len(connectors)} connector{"" if len(connectors) == 1 else "s"} from {len(results)} '
-            f'certification result{"" if len(results) == 1 else "s"}; each '
+            f"</title><style>{matrix_css()}{_WIDE_CSS}</style></head><body><main class=\"wide\">"
+            "<h1>Capability matrix</h1>"
+            f'<p class="muted">{_counted(connectors)} from {len(results)} certification result'
+            f'{"" if len(results) == 1 else "s"}; each '
             "cell links to its evidence.</p>"
-            f'<table class="matrix"><tr><th>requirement</th>{head}</tr>{"".join(rows)}</table></main></body>'
+            f'<div class="scroll"><table class="matrix">{head}{"".join(rows)}</table></div></main></body>'
             "</html>\n")
+
+
+#: A matrix of many columns scrolls sideways inside the page, its requirement column and header rows kept in view.
+_WIDE_CSS = (".wide{max-width:none}.scroll{overflow:auto;max-height:92vh;border:1px solid #dde1e7}"
+             ".matrix{border-collapse:separate;border-spacing:0}.matrix th.req{position:sticky;left:0;z-index:2;"
+             "min-width:220px;max-width:260px}.matrix tr.head th{position:sticky;z-index:3;text-align:center}"
+             ".matrix tr.head:first-child th{top:0;white-space:nowrap;height:30px;box-sizing:border-box}"
+             ".matrix tr.head+tr.head th{top:30px}"
+             ".matrix tr.head th.req{left:0;z-index:4;text-align:left}")
+
+
+def _counted(columns: list[str]) -> str:
+    """"3 connectors", or with a Spark axis "3 connectors on 2 Spark versions (5 columns)"."""
+    split = [column.split(" · Spark ", 1) for column in columns]
+    connectors = len({parts[0] for parts in split})
+    text = f"{connectors} connector{'' if connectors == 1 else 's'}"
+    if all(len(parts) == 2 for parts in split) and columns:
+        sparks = len({parts[1] for parts in split})
+        text += f" on {sparks} Spark version{'' if sparks == 1 else 's'} ({len(columns)} columns)"
+    return text
+
+
+def _header_rows(columns: list[str]) -> str:
+    """One header row of connectors; with a Spark axis (``connector · Spark x``), the connector over its Spark
+    versions, each a column of the row below."""
+    split = [column.split(" · Spark ", 1) for column in columns]
+    if not all(len(parts) == 2 for parts in split):
+        return ('<tr class="head"><th class="req">requirement</th>'
+                + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>")
+    groups: list[tuple[str, int]] = []
+    for connector, _ in split:
+        if groups and groups[-1][0] == connector:
+            groups[-1] = (connector, groups[-1][1] + 1)
+        else:
+            groups.append((connector, 1))
+    top = "".join(f'<th colspan="{span}">{escape(connector)}</th>' for connector, span in groups)
+    below = "".join(f"<th>Spark {escape(spark)}</th>" for _, spark in split)
+    return (f'<tr class="head"><th class="req" rowspan="2">requirement</th>{top}</tr>'
+            f'<tr class="head">{below}</tr>')

@@ -7,7 +7,7 @@ import json
 import re
 
 from streamcert.cli import main
-from streamcert.reports.matrix import capability_matrix
+from streamcert.reports.matrix import capability_matrix, matrix_html
 from streamcert.reports.render import MATRIX_FILES, render_certification
 from tests.reports.fixtures import write_certification
 
@@ -67,3 +67,7 @@ def test_certifications_on_two_spark_versions_make_the_spark_version_an_axis(tmp
                        "good-source · Spark 4.3.0"]
     assert cells[("dup-sink · Spark 4.1.1", "SNK-1")].verdict == "fail"
     assert cells[("dup-sink · Spark 4.3.0", "SNK-1")].verdict == "pass"
+    page = matrix_html(paths, tmp_path / "matrix")
+    assert '<th colspan="2">dup-sink</th><th colspan="2">good-source</th>' in page  # the connector over its Sparks
+    assert page.count("<th>Spark 4.1.1</th>") == 2 and page.count("<th>Spark 4.3.0</th>") == 2
+    assert "2 connectors on 2 Spark versions (4 columns)" in page
