@@ -135,6 +135,31 @@ class _MomentClock:
         return 0.0 if first else None
 
 
+class _Reach:
+    """How late into the wanted moment the looks got in batches that passed unstruck. A moment a look sees in one
+    or two places only (a fast write on a link that cannot be slowed) may end before an aim late in it comes due,
+    batch after batch: the aim is then brought back to the latest age every such batch's looks reached, so the
+    next batch's looks reach it too (the strike says where it aimed)."""
+
+    def __init__(self) -> None:
+        self._ages: dict[int, float] = {}
+        #: the latest age the looks reached in each batch that passed with the moment seen and not struck
+        self.reached: list[float] = []
+
+    def saw(self, batch: int, age: float) -> None:
+        """A look saw the wanted moment of ``batch`` ``age`` seconds after it was first seen."""
+        self._ages[batch] = max(age, self._ages.get(batch, 0.0))
+
+    def passed(self, batch: int) -> None:
+        """``batch`` is over (a later one is seen) and was not struck."""
+        if batch in self._ages:
+            self.reached.append(self._ages.pop(batch))
+
+    def capped(self, aim: float | None) -> float | None:
+        """``aim``, or the latest age every unstruck batch's looks reached when that is earlier."""
+        return min(aim, min(self.reached)) if aim is not None and self.reached else aim
+
+
 class _Missed(Exception):
     """The wanted batch passed its moment unstruck (a first batch needs a new attempt)."""
 
@@ -173,6 +198,7 @@ class DriverKillAtMoment(Fault):
         self._let_go = 0
         self._watched = 0  # batches of the wanted class seen through
         self._seen_wanted = False  # whether the wanted moment ever showed in a batch of the wanted class
+        self._reach = _Reach()
         try:
             for _ in range(params.tries + 1):
                 try:
@@ -254,6 +280,7 @@ class DriverKillAtMoment(Fault):
         start = driver.start_states.get(attempt, CheckpointState(None, None))
         passed: set[int] = set()
         clock = _MomentClock(driver)
+        reach = self._reach
         self._status_api = status
         try:
             while time.monotonic() < deadline and driver.is_running():
@@ -263,14 +290,18 @@ class DriverKillAtMoment(Fault):
                     if seen.batch_class == params.batch_class and seen.checkpoint.pending is not None:
                         self._slow()
                     clock.saw(seen, now, self._slowing())
-                    aim = clock.aim(params.moment, params.batch_class, params.fraction, self._slowing())
-                    if seen.batch_class == params.batch_class and params.moment in seen.moments:
+                    for earlier in [batch for batch in passed if batch < seen.batch]:
+                        reach.passed(earlier)
+                    aim = reach.capped(clock.aim(params.moment, params.batch_class, params.fraction,
+                                                 self._slowing()))
+                    wanted = seen.batch_class == params.batch_class and params.moment in seen.moments
+                    if wanted:
                         self._seen_wanted = True
-                    if (seen.batch_class == params.batch_class and params.moment in seen.moments
-                            and aim is not None and clock.due(seen.batch, params.moment, now, aim)):
+                        reach.saw(seen.batch, clock.since(seen.batch, params.moment, now))
+                    if wanted and aim is not None and clock.due(seen.batch, params.moment, now, aim):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:
-                            return strike
+                            return {**strike, "aim_s": round(aim, 3)}
                         self._let_go += 1  # the checkpoint moved on between the look and the freeze
                     if seen.batch_class == params.batch_class:
                         passed.add(seen.batch)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streamcert.harness.faults.base import FaultContext
-from streamcert.harness.faults.moments import DriverKillAtMoment, _agrees
+from streamcert.harness.faults.moments import DriverKillAtMoment, _agrees, _Reach
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.checkpoint import CheckpointState
@@ -23,6 +23,22 @@ def test_a_kill_is_made_only_when_the_frozen_checkpoint_still_shows_what_the_loo
     committed = Observation(2, 5, frozenset({"just_committed"}), "steady", 0)
     assert _agrees(committed, CheckpointState(5, 5))
     assert not _agrees(committed, CheckpointState(6, 5))  # the next batch was planned meanwhile
+
+
+def test_an_aim_later_than_the_looks_reach_is_brought_back_to_where_they_reached():
+    """A write shorter than a few looks, aimed at 92 % of it: batch after batch the looks saw it at 40 % and 60 %
+    at most; the next batch aims at the earlier of those, not at an age no look gets to."""
+    reach = _Reach()
+    assert reach.capped(0.92) == 0.92 and reach.capped(None) is None  # nothing learnt: the aim as it was
+    for batch, ages in ((7, (0.0, 0.4)), (8, (0.0, 0.3, 0.6))):
+        for age in ages:
+            reach.saw(batch, age)
+    reach.passed(7)
+    assert reach.capped(0.92) == 0.4
+    reach.passed(8)
+    reach.passed(8)  # told twice: counted once
+    reach.passed(9)  # never seen in the wanted moment: nothing learnt
+    assert reach.reached == [0.4, 0.6] and reach.capped(0.92) == 0.4 and reach.capped(0.2) == 0.2
 
 
 def test_a_moment_or_class_that_does_not_exist_is_refused_when_the_schedule_is_read(tmp_path):
