@@ -13,15 +13,16 @@ parallelism) from the same checkpoint.
 
 With ``standby=True`` the next attempt waits warm while one runs: a second child (its own process group and
 driver token) starts at once at a lowered CPU priority (nice +10, inherited by its JVM and Python workers: on two
-cores it takes what the running attempt leaves, so it does not slow that attempt's start or first batch, which
-faults are timing), starts its SparkSession, warms the status API and the Python workers (a small Arrow job: the
-worker daemon forked, pyarrow imported), then waits. A restart whose Spark settings are the standby's hands it the
-spec (a file named in its go-file); the standby restores its process group's priority where the OS lets it (root
-or CAP_SYS_NICE; otherwise it runs on at the lowered priority and says so) and builds the query at once: the
-restart costs the query's start, not a JVM's and a session's. A standby whose settings no longer fit (another
-master) is discarded and the attempt starts cold. It writes a ``standby`` event when it is ready, and its
-``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, 0 when it was told to
-go before it was) and ``priority_restored``.
+cores it mostly takes what the running attempt leaves), starts its SparkSession, warms the status API and the path
+to a Python data source query (:mod:`~streamcert.harness.run.warm_up`: a source of its own registered, loaded as a
+stream and read as a batch on every core, so the JVM's classes are loaded and Python workers forked for the first
+batch to reuse), then waits. A restart whose Spark settings are the standby's hands it the spec (a file named in
+its go-file); the standby gives itself and everything it started the normal priority back where the OS lets it
+(root or CAP_SYS_NICE; otherwise it runs on at the lowered one and says so) and builds the query at once: the
+restart costs the query's build and start, not a JVM's and a session's. A standby whose settings no longer fit
+(another master) is discarded and the attempt starts cold. It writes a ``standby`` event when it is ready, and its
+``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, ~0 when it was told
+to go before it was) and ``priority_restored``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Any, Callable
 from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
 from streamcert.harness.run.graceful_stop import stop_between_batches
 from streamcert.harness.run.query_status import warm_status_api
+from streamcert.harness.run.warm_up import warm_python_data_source_path
 from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
@@ -358,13 +360,6 @@ def _restore_priority() -> bool:
     return True
 
 
-def _warm_python_workers(spark: Any) -> None:
-    """Fork the Python worker daemon and one worker per core, importing pyarrow there: the first batch after the
-    standby takes over finds them (a worker is reused for the next task)."""
-    cores = spark.sparkContext.defaultParallelism
-    spark.range(0, cores, numPartitions=cores).mapInArrow(lambda batches: batches, "id long").collect()
-
-
 def _wait_for_go(go_file: Path) -> str:
     """The spec file the go-file names, once it appears; exits when the harness that made this standby is gone."""
     parent = os.getppid()
@@ -420,7 +415,7 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
     standby = {}
     if go_file is not None:
         if not Path(go_file).exists():  # told to go before it warmed: the query's own first batch warms them
-            _warm_python_workers(spark)
+            warm_python_data_source_path(spark)
         ready = time.monotonic()
         emit("standby", ui=context.uiWebUrl)
         spec = QuerySpec.from_json(Path(_wait_for_go(Path(go_file))).read_text())
