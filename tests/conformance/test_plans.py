@@ -195,3 +195,15 @@ def test_steady_kills_inside_a_driver_side_commit_strike_early_in_the_middle_and
                            if params["moment"] == "commit_in_flight" and params["batch_class"] == "steady")
         assert len(fractions) == bands
         assert fractions[0] < 0.5 and fractions[-1] > 0.5  # a bug between two steps is struck wherever it lies
+
+
+def test_runs_that_restart_the_driver_on_a_local_master_keep_a_warm_standby_and_no_other_does():
+    for reference in ("streamcert-kafka", "streamcert-pg-2pc", "streamcert-batch-aggregator"):
+        for run in plan(reference, load_connector(reference), 1):
+            if run.scenario is None:
+                continue
+            restarts = any(spec.target == "driver" for spec in run.scenario.schedule)
+            local = run.scenario.master.startswith("local[")
+            assert run.scenario.warm_standby is (restarts and local), (reference, run.name)
+    kills = {run.name: run for run in plan("streamcert-pg-2pc", load_connector("streamcert-pg-2pc"), 1)}
+    assert kills["driver-kills"].scenario.warm_standby and not kills["zombies"].scenario.warm_standby
