@@ -333,13 +333,16 @@ _STANDBY_LOOK_S = 0.01
 STANDBY_NICE = 10
 
 
-def _lower_priority() -> None:
-    """Called in a standby before its JVM starts, so the JVM and the Python workers it forks inherit it."""
+def _lower_priority() -> int:
+    """Called in a standby before its JVM starts, so the JVM and the Python workers it forks inherit it; the nice
+    value it had (the harness's), to give back."""
+    normal = os.getpriority(os.PRIO_PROCESS, 0)
     os.nice(STANDBY_NICE)
+    return normal
 
 
-def _restore_priority() -> bool:
-    """Give this process and everything it started the normal priority back, thread by thread (Linux keeps a nice
+def _restore_priority(normal: int = 0) -> bool:
+    """Give this process and everything it started the ``normal`` nice value back, thread by thread (Linux keeps one
     value per thread; the JVM's threads and the Python worker daemon, which leaves this process group, inherited the
     lowered one); whether the OS allowed it (lowering a nice value needs root or CAP_SYS_NICE)."""
     import psutil
@@ -352,12 +355,26 @@ def _restore_priority() -> bool:
             continue
         for thread in threads:
             try:
-                os.setpriority(os.PRIO_PROCESS, thread, 0)
+                os.setpriority(os.PRIO_PROCESS, thread, normal)
             except ProcessLookupError:  # a thread that ended meanwhile
                 continue
             except PermissionError:
                 return False
     return True
+
+
+def _restore_priority_when_told(go_file: Path, normal: int = 0) -> threading.Thread:
+    """A thread that gives the standby its priority back as soon as its go-file appears: a restart that comes while
+    the standby is still starting waits for the rest of that start, which must not then run at the lowered priority
+    (the take-over restores it again, for whatever started since)."""
+    def watch() -> None:
+        while not go_file.exists():
+            time.sleep(_STANDBY_LOOK_S)
+        _restore_priority(normal)
+
+    watcher = threading.Thread(target=watch, name="standby-priority", daemon=True)
+    watcher.start()
+    return watcher
 
 
 def _wait_for_go(go_file: Path) -> str:
@@ -377,7 +394,8 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
 
     spec = QuerySpec.from_json(Path(spec_file).read_text())
     if go_file is not None:
-        _lower_priority()
+        normal = _lower_priority()
+        _restore_priority_when_told(Path(go_file), normal)
     # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
     os.environ[DRIVER_PID_VAR] = str(os.getpid())
     lock = threading.Lock()
@@ -419,7 +437,8 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
         ready = time.monotonic()
         emit("standby", ui=context.uiWebUrl)
         spec = QuerySpec.from_json(Path(_wait_for_go(Path(go_file))).read_text())
-        standby = {"standby_ready_s": round(time.monotonic() - ready, 3), "priority_restored": _restore_priority()}
+        standby = {"standby_ready_s": round(time.monotonic() - ready, 3),
+                   "priority_restored": _restore_priority(normal)}
     emit("session", ui=context.uiWebUrl, app_id=context.applicationId, status_api_warmed_s=warmed_s, **standby)
     stopping = threading.Event()
 

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from streamcert.harness.run.checkpoint import checkpoint_state, read_offsets
-from streamcert.harness.run.driver import (DriverProcess, QuerySpec, _lower_priority, _restore_priority, _Standby,
-                                          load_builder)
+from streamcert.harness.run.driver import (DriverProcess, QuerySpec, _lower_priority, _restore_priority,
+                                          _restore_priority_when_told, _Standby, load_builder)
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.process import processes_with_token
 
@@ -141,8 +141,7 @@ def test_a_standby_lowers_its_priority_and_gives_it_back_to_its_threads_and_chil
     from streamcert.harness.run.driver import STANDBY_NICE
 
     def child(queue) -> None:
-        before = os.getpriority(os.PRIO_PROCESS, 0)
-        _lower_priority()
+        before = _lower_priority()
         lowered = os.getpriority(os.PRIO_PROCESS, 0)
         grandchild = subprocess.Popen(["sleep", "30"], start_new_session=True)  # leaves the group, as the daemon
         ready, done, seen = threading.Event(), threading.Event(), {}
@@ -154,7 +153,7 @@ def test_a_standby_lowers_its_priority_and_gives_it_back_to_its_threads_and_chil
 
         threading.Thread(target=thread, daemon=True).start()
         ready.wait(10)
-        restored = _restore_priority()
+        restored = _restore_priority(before)
         priorities = [os.getpriority(os.PRIO_PROCESS, pid) for pid in (0, seen["thread_id"], grandchild.pid)]
         done.set()
         grandchild.kill()
@@ -167,9 +166,35 @@ def test_a_standby_lowers_its_priority_and_gives_it_back_to_its_threads_and_chil
     before, lowered, restored, priorities = queue.get(timeout=30)
     process.join(30)
     assert lowered == min(before + STANDBY_NICE, 19)
-    assert priorities == ([0, 0, 0] if restored else [lowered] * 3)
+    assert priorities == ([before] * 3 if restored else [lowered] * 3)
     if os.geteuid() == 0:  # others may lack CAP_SYS_NICE: told so by False, not raised at
         assert restored
+
+
+def test_a_standby_told_to_go_while_starting_gets_its_priority_back_at_once(tmp_path):
+    """In a child: lowered, then the go-file appears while it is still busy starting: the watcher restores it."""
+    import multiprocessing
+
+    def child(queue) -> None:
+        normal = _lower_priority()
+        lowered = os.getpriority(os.PRIO_PROCESS, 0)
+        go = tmp_path / "go"
+        watcher = _restore_priority_when_told(go, normal)
+        time.sleep(0.1)
+        still = os.getpriority(os.PRIO_PROCESS, 0)
+        go.write_text("spec")
+        watcher.join(10)
+        queue.put((normal, lowered, still, os.getpriority(os.PRIO_PROCESS, 0), watcher.is_alive()))
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    process = context.Process(target=child, args=(queue,))
+    process.start()
+    normal, lowered, still, after, alive = queue.get(timeout=30)
+    process.join(30)
+    assert still == lowered > normal and not alive
+    if os.geteuid() == 0:
+        assert after == normal
 
 
 @pytest.mark.integration
