@@ -162,3 +162,18 @@ def test_a_master_that_does_not_answer_is_refused_before_anything_starts():
 
     with pytest.raises(ConfigurationError, match="No Spark master answers at spark://127.0.0.1:1"):
         prepare(["streamcert-pg-2pc"], None, quick=True, spark_master="spark://127.0.0.1:1")
+
+
+def test_warm_standbys_are_kept_with_two_cores_per_job_and_dropped_otherwise_or_when_turned_off(monkeypatch):
+    from streamcert.conformance import certify as certify_module
+    from streamcert.conformance.certify import _without_standby, standby_fits
+
+    monkeypatch.delenv("STREAMCERT_STANDBY", raising=False)
+    monkeypatch.setattr(certify_module.os, "cpu_count", lambda: 4)
+    assert standby_fits(1) and standby_fits(2) and not standby_fits(3)
+    monkeypatch.setenv("STREAMCERT_STANDBY", "off")
+    assert not standby_fits(1)
+    kills = next(run for run in prepare(["streamcert-kafka"], ["SRC-1"], seed=1, quick=True).runs
+                 if run.name == "driver-kills")
+    assert kills.scenario.warm_standby and not _without_standby(kills).scenario.warm_standby
+    assert _without_standby(kills).scenario.schedule == kills.scenario.schedule  # nothing else changes
