@@ -136,27 +136,31 @@ class _MomentClock:
 
 
 class _Reach:
-    """How late into the wanted moment the looks got in batches that passed unstruck. A moment a look sees in one
-    or two places only (a fast write on a link that cannot be slowed) may end before an aim late in it comes due,
-    batch after batch: the aim is then brought back to the latest age every such batch's looks reached, so the
-    next batch's looks reach it too (the strike says where it aimed)."""
+    """How late into the wanted moment the looks got in batches that passed unstruck with an aim they never reached.
+    A moment a look sees in one or two places only (a fast write on a link that cannot be slowed) may end before an
+    aim late in it comes due, batch after batch: the aim is then brought back to the latest age every such batch's
+    looks reached, so the next batch's looks reach it too (the strike says where it aimed). A batch watched without
+    an aim yet (its moment's length still being learnt, a link being slowed in it) teaches nothing."""
 
     def __init__(self) -> None:
-        self._ages: dict[int, float] = {}
-        #: the latest age the looks reached in each batch that passed with the moment seen and not struck
+        self._looked: dict[int, tuple[float, float]] = {}
+        #: the latest age the looks reached in each batch that passed short of its aim
         self.reached: list[float] = []
 
-    def saw(self, batch: int, age: float) -> None:
-        """A look saw the wanted moment of ``batch`` ``age`` seconds after it was first seen."""
-        self._ages[batch] = max(age, self._ages.get(batch, 0.0))
+    def saw(self, batch: int, age: float, aim: float) -> None:
+        """A look saw the wanted moment of ``batch`` ``age`` seconds after it was first seen, aiming at ``aim``."""
+        latest, _ = self._looked.get(batch, (0.0, aim))
+        self._looked[batch] = (max(age, latest), aim)
 
     def passed(self, batch: int) -> None:
         """``batch`` is over (a later one is seen) and was not struck."""
-        if batch in self._ages:
-            self.reached.append(self._ages.pop(batch))
+        if batch in self._looked:
+            latest, aim = self._looked.pop(batch)
+            if latest < aim:
+                self.reached.append(latest)
 
     def capped(self, aim: float | None) -> float | None:
-        """``aim``, or the latest age every unstruck batch's looks reached when that is earlier."""
+        """``aim``, or the latest age every batch that fell short reached, when that is earlier."""
         return min(aim, min(self.reached)) if aim is not None and self.reached else aim
 
 
@@ -297,7 +301,8 @@ class DriverKillAtMoment(Fault):
                     wanted = seen.batch_class == params.batch_class and params.moment in seen.moments
                     if wanted:
                         self._seen_wanted = True
-                        reach.saw(seen.batch, clock.since(seen.batch, params.moment, now))
+                        if aim is not None:
+                            reach.saw(seen.batch, clock.since(seen.batch, params.moment, now), aim)
                     if wanted and aim is not None and clock.due(seen.batch, params.moment, now, aim):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:

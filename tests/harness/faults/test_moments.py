@@ -26,18 +26,20 @@ def test_a_kill_is_made_only_when_the_frozen_checkpoint_still_shows_what_the_loo
 
 
 def test_an_aim_later_than_the_looks_reach_is_brought_back_to_where_they_reached():
-    """A write shorter than a few looks, aimed at 92 % of it: batch after batch the looks saw it at 40 % and 60 %
-    at most; the next batch aims at the earlier of those, not at an age no look gets to."""
+    """A write shorter than a few looks, aimed at 92 % of it (0.92 s): batch after batch the looks saw it at 0.4 s
+    and 0.6 s at most; the next batch aims at the earlier of those, not at an age no look gets to. A batch whose
+    looks got past its aim (struck, or let go) teaches nothing."""
     reach = _Reach()
     assert reach.capped(0.92) == 0.92 and reach.capped(None) is None  # nothing learnt: the aim as it was
-    for batch, ages in ((7, (0.0, 0.4)), (8, (0.0, 0.3, 0.6))):
+    for batch, ages in ((7, (0.0, 0.4)), (8, (0.0, 0.3, 0.6)), (9, (0.0, 0.5, 1.0))):
         for age in ages:
-            reach.saw(batch, age)
+            reach.saw(batch, age, aim=0.92)
     reach.passed(7)
     assert reach.capped(0.92) == 0.4
     reach.passed(8)
     reach.passed(8)  # told twice: counted once
-    reach.passed(9)  # never seen in the wanted moment: nothing learnt
+    reach.passed(9)  # its looks got to 1.0 s, past the aim: the moment was reachable there
+    reach.passed(10)  # never seen in the wanted moment: nothing learnt
     assert reach.reached == [0.4, 0.6] and reach.capped(0.92) == 0.4 and reach.capped(0.2) == 0.2
 
 
