@@ -433,7 +433,10 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
     standby = {}
     if go_file is not None:
         if not Path(go_file).exists():  # told to go before it warmed: the query's own first batch warms them
-            warm_python_data_source_path(spark)
+            try:
+                warm_python_data_source_path(spark)
+            except Exception as exc:  # noqa: BLE001 - a warm-up is a help, never a reason to lose the attempt
+                emit("warm_up_failed", error=f"{type(exc).__name__}: {str(exc)[:300]}")
         ready = time.monotonic()
         emit("standby", ui=context.uiWebUrl)
         spec = QuerySpec.from_json(Path(_wait_for_go(Path(go_file))).read_text())
