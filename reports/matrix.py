@@ -128,7 +128,7 @@ def _header_rows(columns: list[str]) -> str:
     """One header row of connectors; with a Spark axis (``connector · Spark x``), the connector over its Spark
     versions, each a column of the row below."""
     split = [column.split(" · Spark ", 1) for column in columns]
-    if not all(len(parts) == 2 for parts in split):
+    if not columns or not all(len(parts) == 2 for parts in split):
         return ('<tr class="head"><th class="req">requirement</th>'
                 + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>")
     groups: list[tuple[str, int]] = []
