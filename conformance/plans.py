@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from streamcert.conformance.catalogue import ids_for, requirements
 from streamcert.harness.faults.moments import TASK_MOMENTS
+from streamcert.harness.stack.spark import runs_in_driver
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.zombie import ZOMBIE_SPARK_CONF
 from streamcert.harness.run.query_status import MOMENTS, WRITING_MOMENTS
@@ -103,8 +104,7 @@ def _with_standby(scenario: Scenario | None) -> Scenario | None:
     1.3-1.6 s rather than 2.6-3.9 s); the others have nothing to gain from a second JVM."""
     if scenario is None or not any(spec.target == "driver" for spec in scenario.schedule):
         return scenario
-    local = scenario.master == "local" or scenario.master.startswith("local[")
-    return scenario.model_copy(update={"warm_standby": True}) if local else scenario
+    return scenario.model_copy(update={"warm_standby": True}) if runs_in_driver(scenario.master) else scenario
 
 
 def _rng(seed: int, connector: Connector, scenario: str) -> random.Random:

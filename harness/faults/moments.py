@@ -40,6 +40,7 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.harness.run.checkpoint import CheckpointState
+from streamcert.harness.stack.spark import runs_in_driver
 from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, WRITING_MOMENTS,
                                                  Observation, SparkStatus, batch_class, moments_of, replay_depth)
 
@@ -500,7 +501,7 @@ class ExecutorKillAtMoment(PythonWorkerKillAtMoment):
     def __init__(self, spec, context) -> None:
         super().__init__(spec, context)
         master = str(getattr(getattr(context.driver, "spec", None), "master", "") or "")
-        if master == "local" or master.startswith("local["):
+        if runs_in_driver(master):
             raise ConfigurationError(f"An executor_kill_moment kills an executor JVM, and master {master} runs tasks "
                                      "inside the driver.", hint="Run it on local-cluster[W,C,MB] (e.g. "
                                      "local-cluster[2,1,1024]) or a cluster whose executors run on this machine.")

@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
 from streamcert.harness.run.graceful_stop import stop_between_batches
+from streamcert.harness.stack.spark import runs_in_driver
 from streamcert.harness.run.query_status import warm_status_api
 from streamcert.harness.run.warm_up import warm_python_data_source_path
 from streamcert.harness.run.references import resolve
@@ -105,7 +106,7 @@ class DriverProcess(ProcessBacked):
         self._driver_token = ""
         #: whether the next attempt waits warm while this one runs (see the module's docstring); local masters
         #: only: a standby on another would start executors of its own beside the attempt's
-        self.standby = standby and (spec.master == "local" or spec.master.startswith("local["))
+        self.standby = standby and runs_in_driver(spec.master)
         self._standby: _Standby | None = None
         #: the checkpoint as each attempt found it when it started (attempt -> state): which batch it replays
         self.start_states: dict[int, CheckpointState] = {}

@@ -27,7 +27,7 @@ from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 
-__all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "pyspark_version", "validate_master",
+__all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "pyspark_version", "validate_master", "runs_in_driver",
            "refuse_unreachable_master", "spark_session", "stop_spark", "SparkResource"]
 
 DEFAULT_MASTER = "local[2,3]"
@@ -74,6 +74,11 @@ def pyspark_version() -> str:
     import pyspark
 
     return pyspark.__version__
+
+
+def runs_in_driver(master: str) -> bool:
+    """Whether ``master`` (``local``, ``local[N]``, ``local[N,F]``) runs its tasks inside the driver's JVM."""
+    return master == "local" or master.startswith("local[")
 
 
 def validate_master(master: str) -> str:
