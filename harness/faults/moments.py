@@ -521,7 +521,8 @@ class ExecutorKillAtMoment(PythonWorkerKillAtMoment):
         victim = victims[0]
         killed = sigkill(executors[victim])
         return self._strike(seen, landed=killed, frozen_ms=round(1000 * (time.monotonic() - looked), 1),
-                            executor_id=victim, pid=executors[victim], busy_workers=len(running.get(victim, [])))
+                            executor_id=victim, pid=executors[victim], busy_workers=len(running.get(victim, [])),
+                            running_seen_by="python_workers" if running.get(victim) else "status_api")
 
     def _busy_executors(self) -> dict[str, int]:
         """Executors running tasks now, by Spark's status API (none when it does not answer)."""
