@@ -69,7 +69,7 @@ FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "broker": ("broker_kill", "broker_restart", "broker_pause"),
     "database": ("database_kill",),
     "system": ("system_kill", "system_pause"),
-    "failover": ("node_kill", "node_isolate"),
+    "failover": ("node_kill", "node_isolate", "node_isolate_kill"),
     "rescale": ("rescale",),
     "new-partitions": ("add_partitions",),
     "zombie": ("task_zombie",),

@@ -31,7 +31,6 @@ from typing import Any
 from streamcert.conformance.catalogue import (CATALOGUE, CLUSTER_SUBJECT, Requirement, capabilities, ids_for,
                                               requirement)
 from streamcert.conformance.evidence import RunEvidence
-from streamcert.conformance.options_probe import cases_of, probe_options
 from streamcert.conformance.participants import probe_system_leftovers
 from streamcert.conformance.plans import PlannedRun, cluster_runs, plan
 from streamcert.conformance.shards import Shard, assign
@@ -161,7 +160,7 @@ def on_master(run: PlannedRun, master: str) -> PlannedRun | str:
     A ``local[N,F]`` run's task retries become ``spark.task.maxFailures``; a run that freezes executors of Spark's
     local cluster (the zombies) cannot move: it needs executor JVMs of its own on this machine."""
     scenario = run.scenario
-    if scenario is None:
+    if run.procedure == "acked_writes":  # no query
         return run
     if scenario.master.startswith("local-cluster"):
         return (f"freezes executor JVMs of {scenario.master} on this machine, with Spark's heartbeat settings of "
@@ -317,7 +316,7 @@ def standby_fits(jobs: int) -> bool:
 
 
 def _without_standby(run: PlannedRun) -> PlannedRun:
-    if run.scenario is None or not run.scenario.warm_standby:
+    if not run.scenario.warm_standby:
         return run
     return dataclasses.replace(run, scenario=run.scenario.model_copy(update={"warm_standby": False}))
 
@@ -395,12 +394,8 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
     if on_run:
         with guard:
             on_run("start", planned, None)
-    if planned.probe == "acked_writes":
-        run_result = _acked_writes(env, planned, folder, certification.seed)
-    elif planned.probe == "options":
-        run_result = _probe_options(env, planned, connector, folder, certification.seed)
-    else:
-        run_result = run_scenario(env, planned.scenario, folder)
+    run_result = run_scenario(env, planned.scenario, folder)
+    if planned.procedure == "query":
         _keep_leftovers(folder, _probe(run_result, env, load_connector(planned.scenario.sink, "sink")))
     evidence = evidence_of(planned, run_result, folder, connector)
     with guard:
@@ -420,26 +415,12 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
             on_run("done", planned, run_result)
 
 
-def _as_run(scenario: dict[str, Any], seed: int, folder: Path, work: Callable[[RunResult], None]) -> RunResult:
-    """A probe as a run: ``work`` fills the result in; its error is kept there (the verdict says the run failed,
-    the certification goes on); ``results.json`` of the folder keeps it."""
-    result = RunResult(scenario=scenario, seed=seed, started_at=time.time())
-    try:
-        work(result)
-        result.complete = True
-    except Exception as exc:  # noqa: BLE001 - see above
-        result.error = f"{type(exc).__name__}: {exc}"
-    result.duration_s = round(time.time() - result.started_at, 3)
-    result.save(folder / "results.json")
-    return result
-
-
 def evidence_of(planned: PlannedRun, run_result: RunResult, folder: Path, connector: Connector | None) -> RunEvidence:
     """What the verdicts read of a finished run, from its result and its folder alone (a merge of shards reads
     them back this way): a probe's outcomes, or the run's history, output, driver events and kept leftovers."""
-    if planned.probe == "acked_writes":
+    if planned.procedure == "acked_writes":
         return RunEvidence(run_result.history, [], {}, {}, acked_writes=run_result.metrics.get("acked_writes"))
-    if planned.probe == "options":
+    if planned.procedure == "options_probe":
         return RunEvidence(run_result.history, [], {}, {}, option_cases=run_result.metrics.get("option_cases"))
     sink = load_connector(planned.scenario.sink, "sink")
     kill_points = {**sink.kill_points, **(connector.kill_points if connector is not None else {})}
@@ -468,35 +449,6 @@ def _skipped_list(certification: Certification) -> list[dict[str, str]]:
     names = {ref: connector.name for ref, connector in certification.connectors.items()}
     return [{"connector": names.get(ref, ref), "scenario": run, "reason": why}
             for (ref, run), why in sorted(certification.skipped_runs.items())]
-
-
-def _probe_options(env: Any, planned: PlannedRun, connector: Connector, folder: Path, seed: int) -> RunResult:
-    """GEN-2's probe as a run: its outcomes are the evidence."""
-    def probe(result: RunResult) -> None:
-        result.metrics["option_cases"] = probe_options(env, planned.scenario, connector.kind, cases_of(connector),
-                                                       folder)
-
-    return _as_run(planned.scenario.as_dict(), seed, folder, probe)
-
-
-def _acked_writes(env: Any, planned: PlannedRun, folder: Path, seed: int) -> RunResult:
-    """A BRK run: seed 003's producer on the stack's cluster through a leader isolation and kill."""
-    import uuid
-
-    from streamcert.harness.acked_writes import acknowledged_writes
-
-    params = dict(planned.params)
-    config = dict(params.get("topic_config", ()))
-
-    def write(result: RunResult) -> None:
-        writes = acknowledged_writes(env.kafka, f"brk-{planned.name}-{uuid.uuid4().hex[:8]}", str(params["acks"]),
-                                     config, isolated_s=float(params["isolated_s"]))
-        result.history, result.checks = writes.history, [writes.lost.to_dict()]
-        result.metrics["acked_writes"], result.valid = writes.as_dict(), writes.lost.valid
-
-    scenario = {"name": planned.name, "probe": "acked_writes", "acks": params.get("acks"), "topic_config": config,
-                "isolated_s": params.get("isolated_s")}
-    return _as_run(scenario, seed, folder, write)
 
 
 def _probe(run_result: RunResult, env: Any, sink: Any):

@@ -42,9 +42,9 @@ class RunEvidence:
                  acked_writes: dict[str, Any] | None = None, schedule: list[dict[str, Any]] | None = None):
         #: the run's fault schedule, as JSON entries (the cells its moment kills planned)
         self.schedule = list(schedule or [])
-        #: GEN-2's probe outcomes (:func:`streamcert.conformance.options_probe.probe_options`), when it ran
+        #: GEN-2's probe outcomes (:func:`streamcert.harness.options_probe.run_options_probe`), when it ran
         self.option_cases = option_cases
-        #: a BRK run's :meth:`~streamcert.harness.acked_writes.AckedWritesResult.as_dict`, when it ran
+        #: a BRK run's ``metrics["acked_writes"]`` (:func:`~streamcert.harness.acked_writes.run_acked_writes`)
         self.acked_writes = acked_writes
         self._acknowledged = acknowledged
         self.history = history

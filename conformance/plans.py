@@ -29,6 +29,8 @@ from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.zombie import ZOMBIE_SPARK_CONF
 from streamcert.harness.run.query_status import MOMENTS, WRITING_MOMENTS
 from streamcert.harness.run.workload import WorkloadSpec
+from streamcert.harness.acked_writes import AckedWrites
+from streamcert.harness.options_probe import OptionsProbe
 from streamcert.harness.scenario import Scenario
 from streamcert.harness.stack.kafka_clients import TopicSettings
 from streamcert.harness.systems import KafkaTopics, StackSystem, declared_input_system, declared_output_system
@@ -59,15 +61,16 @@ class PlannedRun:
     connector: str
     name: str
     judges: tuple[str, ...]
-    #: the query it runs (None for an acknowledged-writes run, which runs no query)
-    scenario: Scenario | None
-    #: ``scenario``: run it; ``options``: GEN-2's option probe on the scenario's query (nothing is loaded);
-    #: ``acked_writes``: seed 003's producer run on the cluster itself (:data:`ACKED_WRITES` gives its settings)
-    probe: str = "scenario"
+    #: what it runs, through the one scenario runner: the query, or (its ``procedure``) GEN-2's option probe on the
+    #: query, or seed 003's producer on the cluster itself (:data:`ACKED_WRITES` gives its settings)
+    scenario: Scenario
     #: Kafka brokers of the stack it runs on: 1, or 3 for the leader-failover runs (replication factor 3, min ISR 2)
     brokers: int = 1
-    #: an acknowledged-writes run's parameters: acks, topic settings, seconds the old leader stays cut off
-    params: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def procedure(self) -> str:
+        """``query``, ``options_probe`` or ``acked_writes``."""
+        return self.scenario.procedure.kind if self.scenario.procedure is not None else "query"
 
 
 #: Records per second of a failover run's input: 2,400 records arrive over 80 s, through all three failover faults
@@ -93,16 +96,16 @@ def _judges(kind: str, run: str) -> tuple[str, ...]:
     return tuple(req.id for req in requirements(kind) if run in req.runs)
 
 
-def _planned(reference: str, connector: Connector, name: str, scenario: Scenario | None, **settings) -> PlannedRun:
+def _planned(reference: str, connector: Connector, name: str, scenario: Scenario, **settings) -> PlannedRun:
     """The run ``name`` of ``connector``'s plan, judging what the catalogue says it judges."""
     return PlannedRun(reference, name, _judges(connector.kind, name), _with_standby(scenario), **settings)
 
 
-def _with_standby(scenario: Scenario | None) -> Scenario | None:
+def _with_standby(scenario: Scenario) -> Scenario:
     """A run whose faults restart the driver on a local master keeps its next attempt warm (measured on the source's
     kill run: 135 s -> 118 s, a restart's query built in 0.5-1 s rather than 2.5-3.5 s, its first batch's addBatch
     1.3-1.6 s rather than 2.6-3.9 s); the others have nothing to gain from a second JVM."""
-    if scenario is None or not any(spec.target == "driver" for spec in scenario.schedule):
+    if scenario.procedure is not None or not any(spec.target == "driver" for spec in scenario.schedule):
         return scenario
     return scenario.model_copy(update={"warm_standby": True}) if runs_in_driver(scenario.master) else scenario
 
@@ -509,7 +512,7 @@ _PLANNERS: dict[str, Callable[[str, Connector, int, bool, bool], list[PlannedRun
 def _options_run(reference: str, connector: Connector, runs: list[PlannedRun]) -> PlannedRun:
     """GEN-2: the option probe, on the query of the connector's baseline scenario."""
     return _planned(reference, connector, "options", runs[0].scenario.model_copy(
-        update={"name": f"{connector.name}-options"}), probe="options")
+        update={"name": f"{connector.name}-options", "procedure": OptionsProbe(options_of=connector.kind)}))
 
 
 def plan(reference: str, connector: Connector, seed: int, quick: bool = False,
@@ -527,8 +530,9 @@ def plan(reference: str, connector: Connector, seed: int, quick: bool = False,
 
 #: The Kafka cluster's own runs (BRK): requirement -> (run name, acks, topic settings beyond the cluster's defaults).
 ACKED_WRITES = {
-    "BRK-1": ("acked-writes-safe", "all", {}),
-    "BRK-2": ("acked-writes-unsafe", "1", {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}),
+    "BRK-1": ("acked-writes-safe", "all", SAFE_TOPICS),
+    "BRK-2": ("acked-writes-unsafe", "1", TopicSettings(replication_factor=3, min_insync_replicas=1,
+                                                        unclean_leader_election=True)),
 }
 
 
@@ -539,15 +543,18 @@ def cluster_runs(seed: int, wanted: set[str] | None, failover_planned: bool) -> 
     from streamcert.conformance.catalogue import CLUSTER_SUBJECT
 
     runs = []
-    for requirement, (name, acks, config) in ACKED_WRITES.items():
+    for requirement, (name, acks, topics) in ACKED_WRITES.items():
         if not ((wanted is None and failover_planned) or (wanted and requirement in wanted)
                 or (requirement == "BRK-1" and failover_planned)):
             continue
         rng = random.Random(f"{seed}:{CLUSTER_SUBJECT}:{name}")
-        params = (("acks", acks), ("topic_config", tuple(sorted(config.items()))),
-                  ("isolated_s", round(rng.uniform(5.0, 7.0), 3)))
-        runs.append(PlannedRun(CLUSTER_SUBJECT, name, _judges("broker", name), None, probe="acked_writes",
-                               brokers=3, params=params))
+        # the old leader answers its clients 5-7 s after the others elected a new one, then is killed; 2 s later its
+        # links come back and it starts again
+        isolate_kill = FaultSpec("node_isolate_kill", "kafka", 3.0, 2.0,
+                                 {"node": "leader", "answering_s": round(rng.uniform(5.0, 7.0), 3)})
+        scenario = Scenario(name=name, procedure=AckedWrites(acks=acks), brokers=3, topics=topics,
+                            schedule=[isolate_kill], workload=_workload(rng, 1, partitions=1, aborted_fraction=0.0))
+        runs.append(PlannedRun(CLUSTER_SUBJECT, name, _judges("broker", name), scenario, brokers=3))
     return runs
 
 

@@ -1,49 +1,57 @@
 """Seed 003 on a real cluster: is every record a broker acknowledged still there after its leader was cut off
 and killed?
 
-A producer writes numbered records at a steady pace with the given ``acks``; each record's fate is kept as the
-broker reported it (acknowledged, or failed: indeterminate, since a failed send may still have been written).
-Meanwhile the partition's leader is cut off from its peers (clients still reach it), the cluster elects another
-leader, the old one goes on answering for a while, then is SIGKILLed; its links come back, it starts again and
-rejoins as a follower. The topic is read back and :class:`~streamcert.harness.verify.checkers.LostChecker` judges
-the ledger: with ``acks=all``, replication factor 3 and ``min.insync.replicas`` 2 nothing acknowledged may be lost;
-with ``acks=1`` the old leader acknowledged records no other replica had, which its truncation on rejoining
-throws away (Jepsen's Kafka result: the harness must be able to see that).
+A run's procedure that runs no query (:class:`AckedWrites`, a :class:`~streamcert.harness.scenario.Scenario`'s
+``procedure``): a producer writes numbered records at a steady pace with the given ``acks`` to a topic of the
+scenario's ``topics`` settings; each record's fate is kept as the broker reported it (acknowledged, or failed:
+indeterminate, since a failed send may still have been written). Meanwhile the scenario's schedule is carried out
+by the fault timeline, like any run's (seed 003's is one ``node_isolate_kill``: the partition's leader cut off from
+its peers while clients still reach it, the others elect a new leader, the old one goes on answering for a while,
+then is SIGKILLed; its links come back, it starts again and rejoins as a follower). The topic is read back and
+:class:`~streamcert.harness.verify.checkers.LostChecker` judges the ledger: with ``acks=all``, replication factor 3
+and ``min.insync.replicas`` 2 nothing acknowledged may be lost; with ``acks=1`` the old leader acknowledged records
+no other replica had, which its truncation on rejoining throws away (Jepsen's Kafka result: the harness must be able
+to see that). Runs in the harness's process.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
 
-from streamcert.harness.verify.checkers import CheckResult, LostChecker
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.faults.base import FaultContext
+from streamcert.harness.faults.registry import build_fault
+from streamcert.harness.faults.timeline import FaultTimeline
+from streamcert.harness.verify.checkers import LostChecker, combined_valid
+from streamcert.harness.verify.evidence import fault_reached
 from streamcert.harness.waiting import wait_for
 
-__all__ = ["AckedWritesResult", "acknowledged_writes"]
+if TYPE_CHECKING:
+    from streamcert.harness.results import RunResult
+    from streamcert.harness.run.history import History
+
+__all__ = ["AckedWrites", "run_acked_writes"]
 
 
-@dataclass
-class AckedWritesResult:
-    """What was sent, what the brokers acknowledged, what came back, and the checker's verdict."""
+class AckedWrites(BaseModel):
+    """The procedure of a run that writes to the stack's own Kafka cluster instead of running a query (the BRK
+    requirements): the scenario's ``topics`` settle the topic's durability, its ``schedule`` the faults, its
+    ``brokers`` the cluster it needs (3); its source, sink and workload are not used."""
 
-    acks: str
-    topic_config: dict[str, str]
-    sent: int
-    acknowledged: int
-    failed: int
-    read_back: int
-    lost: CheckResult
-    events: list[dict[str, Any]] = field(default_factory=list)
-    history: list[dict[str, Any]] = field(default_factory=list)
+    model_config = ConfigDict(extra="forbid")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"acks": self.acks, "topic_config": self.topic_config, "sent": self.sent,
-                "acknowledged": self.acknowledged, "failed": self.failed, "read_back": self.read_back,
-                "lost": self.lost.counts.get("lost"), "valid": self.lost.valid, "events": self.events}
+    kind: Literal["acked_writes"] = "acked_writes"
+    acks: Literal["all", "1"] = Field("all", description="the producer's acks: all (with idempotence) or 1")
+    rate: float = Field(200.0, gt=0, le=5000, allow_inf_nan=False, description="records the producer sends per s")
+    tail_s: float = Field(3.0, ge=0, le=120, allow_inf_nan=False,
+                          description="seconds the producer goes on once the last fault healed")
 
 
 class _Writer(threading.Thread):
@@ -87,22 +95,6 @@ class _Writer(threading.Thread):
             self.fates.setdefault(record, "indeterminate")
 
 
-def _leader_seen_from_peers(cluster: Any, topic: str, old: int) -> int | None:
-    """The partition's leader as a node other than ``old`` reports it (the old leader's own view is stale)."""
-    from confluent_kafka.admin import AdminClient
-
-    from streamcert.harness.stack.kafka_clients import client_conf
-
-    for node, ports in cluster.layout.ports.items():
-        if node == old:
-            continue
-        admin = AdminClient(client_conf(f"127.0.0.1:{ports.base.internal}"))
-        found = admin.list_topics(topic, timeout=3).topics.get(topic)
-        if found is not None and found.error is None and 0 in found.partitions:
-            return found.partitions[0].leader
-    return None
-
-
 def _whole_isr(cluster: Any, topic: str) -> bool:
     state = cluster.partition_state(topic)
     return sorted(state["isr"]) == sorted(state["replicas"]) and state["leader"] == state["replicas"][0]
@@ -125,65 +117,59 @@ def _create_led_by_a_follower_of_the_quorum(cluster: Any, topic: str, config: di
     return leader
 
 
-def acknowledged_writes(cluster: Any, topic: str, acks: str, topic_config: dict[str, str] | None = None,
-                        rate: float = 200.0, isolated_s: float = 6.0) -> AckedWritesResult:
-    """Write to ``topic`` (created here) with ``acks`` through a leader isolation and kill; judge what survived.
+def _cluster(env: Any) -> Any:
+    from streamcert.harness.stack.kafka_cluster import LocalKafkaCluster
 
-    ``events`` narrate the run; ``history`` holds the same faults as a scenario's fault events (``reached``: the
-    new leader was seen in metadata), so the conformance verdicts read both kinds of run alike."""
-    from streamcert.harness.faults.base import within
-    from streamcert.harness.stack.kafka_clients import read_topic
+    kafka = getattr(env, "kafka", None)
+    if not isinstance(kafka, LocalKafkaCluster):
+        raise ConfigurationError("An acknowledged-writes run cuts off and kills a node of a Kafka cluster that "
+                                 "streamcert runs, and this stack has no such cluster.",
+                                 hint="Start the stack with brokers=3 (--brokers 3; local provider).")
+    return kafka
 
-    config = dict(topic_config or {})
-    events: list[dict[str, Any]] = []
-    history: list[dict[str, Any]] = []
-    began = time.monotonic()
 
-    def note(what: str, **details: Any) -> None:
-        events.append({"at_s": round(time.monotonic() - began, 2), "event": what, **details})
-
-    def fault(kind: str, name: str, **details: Any) -> None:
-        history.append({"kind": kind, "elapsed_s": round(time.monotonic() - began, 3), "fault": name,
-                        "target": "kafka", **details})
-
-    old = _create_led_by_a_follower_of_the_quorum(cluster, topic, config)
-    writer = _Writer(cluster.bootstrap, topic, acks, rate)
+def run_acked_writes(env: Any, scenario: Any, workdir: Path, history: History, result: RunResult) -> None:
+    """Carry out ``scenario`` (procedure :class:`AckedWrites`) on ``env``'s cluster; fill ``result``'s checks,
+    metrics and validity. The caller records the history and saves the result."""
+    procedure: AckedWrites = scenario.procedure
+    cluster = _cluster(env)
+    topic = f"brk-{scenario.name}-{uuid.uuid4().hex[:8]}"
+    config = scenario.topics.config()
+    leader = _create_led_by_a_follower_of_the_quorum(cluster, topic, config)
+    history.record("topic-created", topic=topic, leader=leader, config=config)
+    context = FaultContext(environment=env, history=history, input_topic=topic, workdir=Path(workdir) / "faults")
+    faults = [build_fault(spec, context) for spec in scenario.schedule]
+    writer = _Writer(cluster.bootstrap, topic, procedure.acks, procedure.rate)
     writer.start()
     try:
-        time.sleep(3)
-        before = cluster.partition_state(topic)
-        links = cluster.isolate(old)
-        note("leader isolated from its peers", node=old, state=before, links=len(links))
-        new = within(lambda: (leader := _leader_seen_from_peers(cluster, topic, old)) not in (None, -1, old)
-                     and leader, what=f"a new leader of {topic} while node {old} is cut off", timeout=45,
-                     interval=0.3)
-        fault("fault-start", "node_isolate", node=old, before=before, after={"leader": new},
-              links_down=links, reached=new is not None)
-        if new is not None:
-            note("new leader elected by the others", node=new)
-        time.sleep(isolated_s)  # the old leader still answers its clients meanwhile
-        cluster.nodes[old].kill()
-        note("old leader killed", node=old)
-        fault("fault-start", "node_kill", node=old, leader_before=new)
-        for name in links:
-            cluster.links[name].enable()
-        fault("fault-stop", "node_isolate", node=old)
-        time.sleep(2)
-        cluster.nodes[old].start()
-        note("old leader started again", node=old)
-        fault("fault-stop", "node_kill", node=old)
-        time.sleep(3)
+        FaultTimeline(scenario.schedule, faults, history).start().join()
+        time.sleep(procedure.tail_s)
     finally:
         writer.finish()
+        for fault in faults:  # idempotent: heals what an interrupted timeline left
+            fault.stop()
     wait_for(lambda: sorted((state := cluster.partition_state(topic))["isr"]) == sorted(state["replicas"]),
              what=f"a whole ISR of {topic} again", timeout=90, interval=0.5)
-    note("ISR whole again", state=cluster.partition_state(topic))
+    history.record("isr-whole", state=cluster.partition_state(topic))
+    lost = _lost(cluster, topic, writer)
+    reached = fault_reached(history.events())
+    acknowledged = sum(1 for fate in writer.fates.values() if fate == "acked")
+    result.checks = [lost.to_dict(), reached.to_dict()]
+    result.valid = combined_valid([lost, reached])
+    result.metrics["acked_writes"] = {
+        "acks": procedure.acks, "topic": topic, "topic_config": config, "sent": writer.sent,
+        "acknowledged": acknowledged, "failed": writer.sent - acknowledged, "read_back": lost.counts.get("output"),
+        "lost": lost.counts.get("lost"), "valid": lost.valid}
+
+
+def _lost(cluster: Any, topic: str, writer: "_Writer"):
+    from streamcert.harness.stack.kafka_clients import read_topic
+
     read = read_topic(cluster.bootstrap, topic, isolation="read_uncommitted")
     ledger = pd.DataFrame({"id": list(range(writer.sent)), "key": ["k"] * writer.sent,
                            "aborted": [False] * writer.sent,
                            "status": [writer.fates[i] for i in range(writer.sent)]})
     output = pd.DataFrame({"id": [int(value) for _, _, _, value in read]})
-    lost = LostChecker().check(ledger, output)
-    acknowledged = sum(1 for fate in writer.fates.values() if fate == "acked")
-    return AckedWritesResult(acks, config, writer.sent, acknowledged, writer.sent - acknowledged, len(read), lost,
-                             events, history)
+    result = LostChecker().check(ledger, output)
+    result.counts["output"] = len(read)
+    return result

@@ -10,33 +10,39 @@ started and stopped at its time, recorded in the history), waits until every ack
 asks the query to stop and records how it stopped (``driver-stop``), then runs the checkers and the metrics.
 ``results.json`` is written even when the run is interrupted or fails, marked incomplete.
 
-Schedule semantics: a fault starts ``at_s`` seconds after the fault timeline began (at once, or when the output
-first shows ``faults_after_output`` records); an entry with ``after`` set starts ``at_s`` seconds after that
-earlier entry stopped, so faults can be chained (kill at one protocol step, then at the next).
+Schedule semantics (:mod:`~streamcert.harness.faults.timeline`): a fault starts ``at_s`` seconds after the fault
+timeline began (at once, or when the output first shows ``faults_after_output`` records); an entry with ``after``
+set starts ``at_s`` seconds after that earlier entry stopped, so faults can be chained (kill at one protocol step,
+then at the next).
+
+A scenario's ``procedure`` says when a run is something else than that query, through the same runner (the same
+``results.json``, every fault through the registry and the timeline): the Kafka cluster's acknowledged writes
+(:mod:`~streamcert.harness.acked_writes`) or GEN-2's option probe (:mod:`~streamcert.harness.options_probe`).
 """
 
 from __future__ import annotations
 
 import re
-import threading
 import time
 import traceback
 import uuid
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pandas as pd
 from confluent_kafka import KafkaException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from streamcert.harness.acked_writes import AckedWrites, run_acked_writes
 from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.faults.base import Fault, FaultContext
-from streamcert.harness.faults.base import FaultNotApplicable
 from streamcert.harness.faults.registry import build_fault
+from streamcert.harness.faults.timeline import FaultTimeline
 from streamcert.harness.faults.registry import kind as fault_kind
 from streamcert.harness.faults.schedule import PROFILES, FaultSpec, parse
+from streamcert.harness.options_probe import OptionsProbe, run_options_probe
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.run.connectors import load_connector
@@ -140,6 +146,11 @@ class Scenario(BaseModel):
                                              "after its oldest record was read, besides the time the query "
                                              "was down")
 
+    procedure: Annotated[AckedWrites | OptionsProbe, Field(discriminator="kind")] | None = Field(
+        None, description="none: the query through the workload and the schedule; acked_writes: a producer on the "
+                          "stack's Kafka cluster through the schedule, no query (the BRK runs); options_probe: the "
+                          "query built and started with each bad option of one of its connectors (GEN-2)")
+
     def __init__(self, name: str | None = None, **fields: Any) -> None:
         if name is not None:
             fields["name"] = name
@@ -218,81 +229,10 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
     result = RunResult(scenario=scenario.as_dict(), seed=scenario.workload.seed, started_at=time.time())
     run = _Run()
     try:
-        source = load_connector(scenario.source, "source")
-        sink = load_connector(scenario.sink, "sink")
-        aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
-        result.connectors = {c.kind: ConnectorSummary.of(c, ref) for c, ref in (
-            (source, scenario.source), (sink, scenario.sink), (aggregator, scenario.aggregator)) if c is not None}
-        systems = _systems(env, scenario, source, sink, since=result.started_at)
-        context = _context(env, scenario, systems, workdir)
-        result.context = context.to_dict()
-        result.output = {"kind": systems.output.name, "name": context.output}
-        if brokers is not None:
-            result.context["brokers"] = brokers
-        run.writer = _make_input(env, scenario, systems.input, context)
-        run.observer = _observer(env, systems.output, context, (aggregator or sink).unpack_output)
-        run.observer.prepare(scenario.output_partitions or sink.output_partitions)
-        run.observer.start()
-        if scenario.master == STANDALONE:
-            run.spark_cluster = _standalone_cluster(env, scenario, workdir)
-            result.context["spark_master"] = run.spark_cluster.url
-        run.driver = _driver(env, scenario, context, [source, sink, aggregator], systems, workdir,
-                             master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master)
-        jars = run.driver.spec.spark_conf.get("spark.jars", "")
-        result.context["spark"] = {"version": pyspark_version(),
-                                   "jars": [Path(jar).name for jar in jars.split(",") if jar]}
-        if scenario.load_before_start:
-            ledger = _load(scenario, context, workdir, result, run.writer)
-            run.history.record("load-done", before_start=True, **ledger.counts())
-        faults = FaultContext(environment=env, driver=run.driver, history=run.history,
-                              input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer,
-                              spark_cluster=run.spark_cluster)
-        run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
-        if scenario.warm_up_records:
-            run.history.record("warm-up", **_produce_unrecorded(
-                run.writer, scenario.warm_up_records, scenario.workload, first_id=WARM_UP_ID_BASE))
-        run.driver.start()
-        run.history.record("driver-start", attempt=run.driver.attempt)
-        timeline = _start_timeline(scenario, run)
-        if scenario.load_after_first_batch or scenario.records_after_start or scenario.warm_up_records:
-            run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
-        if scenario.records_after_start:
-            run.history.record("load-after-start", **_produce_unrecorded(
-                run.writer, scenario.records_after_start, scenario.workload))
-        if not scenario.load_before_start:
-            ledger = _load(scenario, context, workdir, result, run.writer)
-            run.history.record("load-done", **ledger.counts())
-        result.ledger_counts = ledger.counts()
-        timeline.join()
-        expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
-        bounds = aggregator.batch_bounds(context) if aggregator is not None else None
-        settling = Settling(scenario.settle_s, None if aggregator is None else bounds[1] if bounds else 0.0)
-        waited = wait_until_seen(run.observer, run.driver, expected, scenario.quiet_timeout_s, settling)
-        if scenario.trigger == "available_now":
-            run.history.record("driver-ended", **_wait_for_exit(run.driver, scenario.quiet_timeout_s))
-        run.history.record("quiesced", **waited, seen=run.observer.count(),
-                           observer_transient_errors=run.observer.transient_errors)
-        stopped = run.driver.stop_gracefully(scenario.stop_timeout_s)
-        run.history.record("driver-stop", **stopped)
-        if not stopped.get("running", True) and stopped.get("query_error"):
-            result.error = f"the query failed: {stopped['query_error']}"
-        output = _without_warm_up(_with_keys(run.observer.frame(), run.observer, ledger.frame),
-                                  scenario.warm_up_records)
-        result.evidence = _save_evidence(ledger, output, workdir)
-        judged = _judged_ledger(ledger, Path(context.checkpoint), context.input_topic, bounds)
-        downtime = driver_downtime(run.history.events(), run.driver.events(), run_end=time.time())
-        results = run_checks(_checkers(scenario, bounds, downtime), judged, output)
-        if scenario.schedule:  # a fault that missed its target leaves the verdict unknown
-            results.append(fault_reached(run.history.events()))
-        results.append(query_failures(run.driver.events()))
-        if run.observer.error:
-            result.error = f"observer: {run.observer.error}"
-            _unread_is_not_lost(results, run.observer.error)
-        result.checks = [check.to_dict() for check in results]
-        result.valid = combined_valid(results)
-        result.metrics.update(summarize(output, ledger.frame, run.history.events(), _origin(run.history)))
-        lag = run.observer.read_lag()
-        result.metrics["observer_read_lag"] = lag.as_dict() if lag is not None else None
+        if scenario.procedure is None:
+            _run_query(env, scenario, workdir, result, run, brokers)
+        else:
+            _run_procedure(env, scenario, workdir, result, run.history)
         result.complete = True
     except BaseException as exc:
         result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
@@ -305,6 +245,99 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
         result.duration_s = round(time.time() - result.started_at, 3)
         result.save(workdir / "results.json")
     return result
+
+
+def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, run: _Run,
+               brokers: dict[str, Any] | None) -> None:
+    """The query's run: everything :func:`run_scenario` says, set up into ``run`` (torn down by the caller)."""
+    source = load_connector(scenario.source, "source")
+    sink = load_connector(scenario.sink, "sink")
+    aggregator = load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None
+    result.connectors = {c.kind: ConnectorSummary.of(c, ref) for c, ref in (
+        (source, scenario.source), (sink, scenario.sink), (aggregator, scenario.aggregator)) if c is not None}
+    systems = _systems(env, scenario, source, sink, since=result.started_at)
+    context = _context(env, scenario, systems, workdir)
+    result.context = context.to_dict()
+    result.output = {"kind": systems.output.name, "name": context.output}
+    if brokers is not None:
+        result.context["brokers"] = brokers
+    run.writer = _make_input(env, scenario, systems.input, context)
+    run.observer = _observer(env, systems.output, context, (aggregator or sink).unpack_output)
+    run.observer.prepare(scenario.output_partitions or sink.output_partitions)
+    run.observer.start()
+    if scenario.master == STANDALONE:
+        run.spark_cluster = _standalone_cluster(env, scenario, workdir)
+        result.context["spark_master"] = run.spark_cluster.url
+    run.driver = _driver(env, scenario, context, [source, sink, aggregator], systems, workdir,
+                         master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master)
+    jars = run.driver.spec.spark_conf.get("spark.jars", "")
+    result.context["spark"] = {"version": pyspark_version(),
+                               "jars": [Path(jar).name for jar in jars.split(",") if jar]}
+    if scenario.load_before_start:
+        ledger = _load(scenario, context, workdir, result, run.writer)
+        run.history.record("load-done", before_start=True, **ledger.counts())
+    faults = FaultContext(environment=env, driver=run.driver, history=run.history,
+                          input_topic=context.input_topic, workdir=workdir / "faults", observer=run.observer,
+                          spark_cluster=run.spark_cluster)
+    run.faults = [build_fault(spec, faults) for spec in scenario.schedule]
+    if scenario.warm_up_records:
+        run.history.record("warm-up", **_produce_unrecorded(
+            run.writer, scenario.warm_up_records, scenario.workload, first_id=WARM_UP_ID_BASE))
+    run.driver.start()
+    run.history.record("driver-start", attempt=run.driver.attempt)
+    timeline = _start_timeline(scenario, run)
+    if scenario.load_after_first_batch or scenario.records_after_start or scenario.warm_up_records:
+        run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
+    if scenario.records_after_start:
+        run.history.record("load-after-start", **_produce_unrecorded(
+            run.writer, scenario.records_after_start, scenario.workload))
+    if not scenario.load_before_start:
+        ledger = _load(scenario, context, workdir, result, run.writer)
+        run.history.record("load-done", **ledger.counts())
+    result.ledger_counts = ledger.counts()
+    timeline.join()
+    expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
+    bounds = aggregator.batch_bounds(context) if aggregator is not None else None
+    settling = Settling(scenario.settle_s, None if aggregator is None else bounds[1] if bounds else 0.0)
+    waited = wait_until_seen(run.observer, run.driver, expected, scenario.quiet_timeout_s, settling)
+    if scenario.trigger == "available_now":
+        run.history.record("driver-ended", **_wait_for_exit(run.driver, scenario.quiet_timeout_s))
+    run.history.record("quiesced", **waited, seen=run.observer.count(),
+                       observer_transient_errors=run.observer.transient_errors)
+    stopped = run.driver.stop_gracefully(scenario.stop_timeout_s)
+    run.history.record("driver-stop", **stopped)
+    if not stopped.get("running", True) and stopped.get("query_error"):
+        result.error = f"the query failed: {stopped['query_error']}"
+    output = _without_warm_up(_with_keys(run.observer.frame(), run.observer, ledger.frame),
+                              scenario.warm_up_records)
+    result.evidence = _save_evidence(ledger, output, workdir)
+    judged = _judged_ledger(ledger, Path(context.checkpoint), context.input_topic, bounds)
+    downtime = driver_downtime(run.history.events(), run.driver.events(), run_end=time.time())
+    results = run_checks(_checkers(scenario, bounds, downtime), judged, output)
+    if scenario.schedule:  # a fault that missed its target leaves the verdict unknown
+        results.append(fault_reached(run.history.events()))
+    results.append(query_failures(run.driver.events()))
+    if run.observer.error:
+        result.error = f"observer: {run.observer.error}"
+        _unread_is_not_lost(results, run.observer.error)
+    result.checks = [check.to_dict() for check in results]
+    result.valid = combined_valid(results)
+    result.metrics.update(summarize(output, ledger.frame, run.history.events(), _origin(run.history)))
+    lag = run.observer.read_lag()
+    result.metrics["observer_read_lag"] = lag.as_dict() if lag is not None else None
+
+
+def _run_procedure(env: Any, scenario: Scenario, workdir: Path, result: RunResult, history: History) -> None:
+    """A run whose procedure is not the query through a workload: the cluster's acknowledged writes, or the option
+    probe on the scenario's query."""
+    procedure = scenario.procedure
+    if isinstance(procedure, AckedWrites):
+        run_acked_writes(env, scenario, workdir, history, result)
+        return
+    connector = load_connector(getattr(scenario, procedure.options_of), procedure.options_of)
+    result.connectors = {connector.kind: ConnectorSummary.of(connector, getattr(scenario, procedure.options_of))}
+    _, spec = prepare_query(env, scenario, workdir)
+    run_options_probe(env, spec, procedure, connector, workdir, result)
 
 
 def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryContext, QuerySpec]:
@@ -554,50 +587,11 @@ def _origin(history: History) -> float:
 
 # -- the fault timeline ----------------------------------------------------------------------
 
-def _start_timeline(scenario: Scenario, run: _Run) -> threading.Thread:
-    """One thread that gates the timeline, then one thread per fault: wait for its time, start, hold, stop."""
+def _start_timeline(scenario: Scenario, run: _Run) -> FaultTimeline:
+    """The schedule carried out in the background, gated on ``faults_after_output`` records when it is set."""
     assert run.driver is not None and run.observer is not None
-    stopped = [threading.Event() for _ in scenario.schedule]
-
-    def carry_out(index: int, began: float) -> None:
-        spec, fault = scenario.schedule[index], run.faults[index]
-        if spec.after is not None:
-            stopped[spec.after].wait()
-            began = time.monotonic()
-        time.sleep(max(0.0, began + spec.at_s - time.monotonic()))
-        try:
-            _recorded(run.history, spec, "start", fault.start)
-            time.sleep(spec.duration_s)
-        finally:
-            _recorded(run.history, spec, "stop", fault.stop)
-            stopped[index].set()
-
-    def timeline() -> None:
-        if scenario.faults_after_output > 0 and not _wait_for_output(run, scenario.faults_after_output):
-            for index in range(len(scenario.schedule)):
-                stopped[index].set()
-            return
-        began = time.monotonic()
-        threads = [threading.Thread(target=carry_out, args=(index, began), name=f"fault-{spec.fault}", daemon=True)
-                   for index, spec in enumerate(scenario.schedule)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-
-    thread = threading.Thread(target=timeline, name="fault-timeline", daemon=True)
-    thread.start()
-    return thread
-
-
-def _recorded(history: History, spec: FaultSpec, phase: str, action) -> None:
-    """Run a fault's start or stop; an error is recorded in the history, and the checkers judge the outcome."""
-    try:
-        action()
-    except FaultNotApplicable as exc:
-        history.record("fault-skip", fault=spec.fault, phase=phase, reason=exc.message)
-    except Exception as exc:
-        history.record("fault-error", fault=spec.fault, phase=phase, error=f"{type(exc).__name__}: {exc}")
+    gate = (lambda: _wait_for_output(run, scenario.faults_after_output)) if scenario.faults_after_output > 0 else None
+    return FaultTimeline(scenario.schedule, run.faults, run.history, gate).start()
 
 
 def _wait_for_output(run: _Run, records: int) -> bool:

@@ -6,6 +6,8 @@ records what metadata said around it, read during the run, so the history shows 
 the partition's leader and ISR before, the new leader after a kill (waited for, bounded), the ISR once healed.
 A node kill is healed by starting the node again; a pause by resuming it; an isolation by bringing its links up.
 ``rolling_restart`` restarts every node cleanly in turn, the next once the previous answers again.
+``node_isolate_kill`` is seed 003's failover: the node cut off from its peers, left answering its clients for a while
+after the others elected a new leader, then killed; healed by bringing its links up and starting it again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.base import Fault, FaultNotApplicable, within
 from streamcert.harness.faults.registry import FaultParams, NoParams, fault_kind
 
-__all__ = ["NodeParams", "IsolateParams", "NodeFault", "IsolateFault", "RollingRestartFault"]
+__all__ = ["NodeParams", "IsolateParams", "IsolateKillParams", "NodeFault", "IsolateFault", "IsolateKillFault",
+           "RollingRestartFault"]
 
 #: How long a fault waits to see its effect in metadata (a new leader, a node back in the ISR).
 _SEEN_WITHIN_S = 45.0
@@ -148,6 +151,42 @@ class IsolateFault(_ClusterFault):
     def _heal(self) -> dict[str, Any]:
         for name in self._links:
             self.cluster.links[name].enable()
+        return {"node": self._hit, "healed": self._whole_isr()}
+
+
+class IsolateKillParams(NodeParams):
+    answering_s: float = Field(6.0, ge=0, le=120, allow_inf_nan=False,
+                               description="seconds the cut-off node goes on answering its clients once the others "
+                                           "elected a new leader, before it is killed")
+
+
+@fault_kind("node_isolate_kill", targets=("kafka",), params=IsolateKillParams)
+class IsolateKillFault(_ClusterFault):
+    """Seed 003's failover: the node cut off from its peers (its clients still reach it); once another node
+    reports a new leader of the partition, it goes on answering its clients for ``answering_s`` (acknowledging what
+    only it has, with ``acks=1``), then is SIGKILLed. Healed: its links up, then the node started again; it rejoins
+    as a follower and truncates what only it had. Reached when a new leader was seen from the other nodes (the old
+    one's own metadata is stale while it is cut off)."""
+
+    def _inject(self) -> dict[str, Any]:
+        node = self._node()
+        self._hit, topic = node, self._topic()
+        before = self._state()
+        self._links = self.cluster.isolate(node)
+        began = time.monotonic()
+        new = within(lambda: (leader := self.cluster.leader_seen_from_peers(topic, node, self.params.partition))
+                     not in (None, -1, node) and leader, what=f"a new leader of {topic} while node {node} is cut off",
+                     timeout=_SEEN_WITHIN_S, interval=0.3)
+        elected_s = round(time.monotonic() - began, 3)
+        time.sleep(self.params.answering_s)  # the old leader still answers its clients meanwhile
+        self.cluster.nodes[node].kill()
+        return {"node": node, "before": before, "after": {"leader": new or None}, "links_down": self._links,
+                "new_leader_after_s": elected_s if new else None, "killed": True, "reached": bool(new)}
+
+    def _heal(self) -> dict[str, Any]:
+        for name in self._links:
+            self.cluster.links[name].enable()
+        self.cluster.nodes[self._hit].start()
         return {"node": self._hit, "healed": self._whole_isr()}
 
 

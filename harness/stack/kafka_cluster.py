@@ -308,6 +308,22 @@ class LocalKafkaCluster:
         state = found.partitions[partition]
         return {"leader": state.leader, "replicas": list(state.replicas), "isr": list(state.isrs)}
 
+    def leader_seen_from_peers(self, topic: str, old: int, partition: int = 0) -> int | None:
+        """The partition's leader as a node other than ``old`` reports it (a node cut off from its peers answers
+        from its own, stale metadata); None when no other node answers."""
+        from confluent_kafka.admin import AdminClient
+
+        from streamcert.harness.stack.kafka_clients import client_conf
+
+        for node, ports in self.layout.ports.items():
+            if node == old:
+                continue
+            found = AdminClient(client_conf(f"127.0.0.1:{ports.base.internal}")).list_topics(topic, timeout=3)
+            state = found.topics.get(topic)
+            if state is not None and state.error is None and partition in state.partitions:
+                return state.partitions[partition].leader
+        return None
+
     def leader_of(self, topic: str, partition: int = 0) -> int:
         leader = self.partition_state(topic, partition)["leader"]
         if not isinstance(leader, int) or leader < 0:

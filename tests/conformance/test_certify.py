@@ -127,7 +127,8 @@ def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_sett
     from streamcert.conformance.certify import certify
     from streamcert.reports.render import render_reports
 
-    stack = SimpleNamespace(kafka=kafka_cluster, config=SimpleNamespace(brokers=3))
+    stack = SimpleNamespace(kafka=kafka_cluster, config=SimpleNamespace(brokers=3),
+                            endpoints=SimpleNamespace(bootstrap_servers=kafka_cluster.bootstrap))
     result = certify(prepare(None, ["BRK-1", "BRK-2"]), tmp_path / "cert", environment=stack, render=render_reports)
     assert result.connectors[-1] == "kafka-cluster" and result.declarations["kafka-cluster"].kind == "broker"
     safe, unsafe = (_verdict(result.verdicts, "kafka-cluster", req) for req in ("BRK-1", "BRK-2"))
@@ -139,8 +140,12 @@ def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_sett
     safe_run, unsafe_run = (written[name]["metrics"]["acked_writes"] for name in written)
     assert safe_run["lost"] == 0 and safe_run["acknowledged"] > 500, safe_run
     assert unsafe_run["lost"] > 0, unsafe_run
-    isolation = next(e for e in written["acked-writes-safe"]["history"] if e["fault"] == "node_isolate")
-    assert isolation["reached"] is True and isolation["after"]["leader"] != isolation["node"]
+    isolation = next(e for e in written["acked-writes-safe"]["history"] if e.get("fault") == "node_isolate_kill")
+    assert isolation["kind"] == "fault-start" and isolation["reached"] is True
+    assert isolation["after"]["leader"] != isolation["node"]
+    # the same results.json as every run: the scenario (its procedure) and the checks, fault_reached among them
+    assert written["acked-writes-safe"]["scenario"]["procedure"]["kind"] == "acked_writes"
+    assert {c["name"] for c in written["acked-writes-safe"]["checks"]} == {"lost", "fault_reached"}
     assert (tmp_path / "cert" / "report.html").is_file()
 
 

@@ -166,11 +166,17 @@ def test_the_cluster_runs_seed_003_before_any_failover_run_and_when_its_requirem
     from streamcert.conformance.plans import cluster_runs
 
     both = cluster_runs(1, None, failover_planned=True)
-    assert [(run.connector, run.name, run.judges, run.brokers, run.probe) for run in both] == [
+    assert [(run.connector, run.name, run.judges, run.brokers, run.procedure) for run in both] == [
         ("kafka-cluster", "acked-writes-safe", ("BRK-1",), 3, "acked_writes"),
         ("kafka-cluster", "acked-writes-unsafe", ("BRK-2",), 3, "acked_writes")]
-    assert dict(both[0].params)["acks"] == "all" and dict(both[1].params)["acks"] == "1"
-    assert dict(dict(both[1].params)["topic_config"])["unclean.leader.election.enable"] == "true"
+    safe, unsafe = (run.scenario for run in both)
+    assert safe.procedure.acks == "all" and unsafe.procedure.acks == "1"
+    assert safe.topics.config() == {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+    assert unsafe.topics.config() == {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
+    # seed 003's failover goes through the registry and the timeline like any run's faults
+    assert [(spec.fault, spec.target, spec.params["node"]) for spec in safe.schedule] == [
+        ("node_isolate_kill", "kafka", "leader")]
+    assert 5.0 <= safe.schedule[0].params["answering_s"] <= 7.0 and safe.brokers == 3
     assert cluster_runs(1, None, failover_planned=True) == both and cluster_runs(2, None, True) != both
     assert cluster_runs(1, None, failover_planned=False) == []  # the quick plan has no failover run
     # a failover run alone still gets its precondition; the cluster's requirements alone get their runs
@@ -200,8 +206,6 @@ def test_steady_kills_inside_a_driver_side_commit_strike_early_in_the_middle_and
 def test_runs_that_restart_the_driver_on_a_local_master_keep_a_warm_standby_and_no_other_does():
     for reference in ("streamcert-kafka", "streamcert-pg-2pc", "streamcert-batch-aggregator"):
         for run in plan(reference, load_connector(reference), 1):
-            if run.scenario is None:
-                continue
             restarts = any(spec.target == "driver" for spec in run.scenario.schedule)
             local = run.scenario.master.startswith("local[")
             assert run.scenario.warm_standby is (restarts and local), (reference, run.name)

@@ -162,13 +162,13 @@ def test_a_database_the_environment_does_not_control_is_a_clear_error(tmp_path):
 
 
 def test_a_fault_the_stack_cannot_carry_out_is_recorded_as_skipped_with_its_reason(tmp_path):
-    from streamcert.harness.scenario import _recorded
+    from streamcert.harness.faults.timeline import recorded
 
     history = History()
     spec = FaultSpec("broker_restart", "kafka", 0, 1)
     fault = build_fault(spec, _context(SimpleNamespace(kafka=None), history, tmp_path))
-    _recorded(history, spec, "start", fault.start)
-    _recorded(history, spec, "stop", fault.stop)
+    recorded(history, spec, "start", fault.start)
+    recorded(history, spec, "stop", fault.stop)
     [event] = [e for e in history.events() if e["kind"].startswith("fault-")]
     assert event["kind"] == "fault-skip" and event["fault"] == "broker_restart"
     assert "the external provider's servers are the user's" in event["reason"]

@@ -1,11 +1,13 @@
 """GEN-2's probe: build and start a connector's query with each of its bad options, and with an unknown one.
 
-The harness side (:func:`probe_options`) prepares the query of a scenario (input topic, output, jars), writes the
-cases to a file and runs this module as a child process (``python -m streamcert.conformance.options_probe SPEC
-OUT``), which holds one Spark session and, for each case, builds the query with the option in the connector's
-``QueryContext.connector_options`` (:func:`streamcert.harness.run.pipeline.build`), starts it on a checkpoint of
-its own, and waits until it fails or its first batch commits. Each outcome says at which stage the option was
-refused (``build``, ``start`` or ``query``), with the error's first lines and how long it took.
+A run's procedure (:class:`OptionsProbe`, a :class:`~streamcert.harness.scenario.Scenario`'s ``procedure``): the
+scenario runner prepares the scenario's query (input topic, output, jars) and hands its driver spec to
+:func:`run_options_probe`, which writes the cases to a file and runs this module as a child process (``python -m
+streamcert.harness.options_probe SPEC OUT``). The child holds one Spark session and, for each case, builds the
+query with the option in the connector's ``QueryContext.connector_options``
+(:func:`streamcert.harness.run.pipeline.build`), starts it on a checkpoint of its own, and waits until it fails or
+its first batch commits. Each outcome says at which stage the option was refused (``build``, ``start`` or
+``query``), with the error's first lines and how long it took.
 """
 
 from __future__ import annotations
@@ -17,14 +19,33 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["UNKNOWN_OPTION", "probe_options", "cases_of"]
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from streamcert.harness.results import RunResult
+    from streamcert.harness.run.driver import QuerySpec
+
+__all__ = ["UNKNOWN_OPTION", "OptionsProbe", "cases_of", "run_options_probe"]
 
 #: The option no connector documents: it must be refused like a bad value.
 UNKNOWN_OPTION = ("streamcertNoSuchOption", "1")
-#: Seconds a case may take to be refused (Spark plans and fails the first batch within a few).
-CASE_TIMEOUT_S = 40.0
+
+
+class OptionsProbe(BaseModel):
+    """The procedure of a run that probes options instead of running the query through a workload: the scenario's
+    query is built and started once per bad option that ``options_of``'s connector declares, and once with
+    :data:`UNKNOWN_OPTION`; nothing is loaded and no fault is carried out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["options_probe"] = "options_probe"
+    options_of: Literal["source", "sink", "aggregator"] = Field(
+        description="the connector of the scenario whose options are probed")
+    case_timeout_s: float = Field(40.0, gt=0, le=600, allow_inf_nan=False,
+                                  description="seconds a case may take to be refused (Spark plans and fails the "
+                                              "first batch within a few)")
 
 
 def cases_of(connector: Any) -> list[dict[str, str]]:
@@ -32,26 +53,26 @@ def cases_of(connector: Any) -> list[dict[str, str]]:
     return [{name: str(value)} for name, value in connector.bad_options.items()] + [dict([UNKNOWN_OPTION])]
 
 
-def probe_options(env: Any, scenario: Any, options_for: str, cases: list[dict[str, str]], workdir: Path,
-                  timeout_s: float = CASE_TIMEOUT_S) -> list[dict[str, Any]]:
-    """Run the cases against ``scenario``'s query in a child process; one outcome per case."""
-    from streamcert.harness.scenario import prepare_query
+def run_options_probe(env: Any, spec: QuerySpec, procedure: OptionsProbe, connector: Any, workdir: Path,
+                      result: RunResult) -> None:
+    """Probe ``connector``'s options on the prepared query ``spec`` in a child process; the outcomes (one per
+    case, in order) go into ``result.metrics["option_cases"]``. The caller saves the result."""
     from streamcert.harness.stack.process import token_env
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    context, spec = prepare_query(env, scenario, workdir)
+    cases = cases_of(connector)
     spec_file, out_file = workdir / "options-probe.json", workdir / "options-probe-out.json"
-    spec_file.write_text(json.dumps({"query": json.loads(spec.to_json()), "options_for": options_for,
-                                     "cases": cases, "timeout_s": timeout_s}))
+    spec_file.write_text(json.dumps({"query": json.loads(spec.to_json()), "options_for": procedure.options_of,
+                                     "cases": cases, "timeout_s": procedure.case_timeout_s}))
     with open(workdir / "options-probe.log", "ab") as log:
-        subprocess.run([sys.executable, "-m", "streamcert.conformance.options_probe", str(spec_file), str(out_file)],
-                       stdout=log, stderr=subprocess.STDOUT, timeout=120 + timeout_s * len(cases),
+        subprocess.run([sys.executable, "-m", "streamcert.harness.options_probe", str(spec_file), str(out_file)],
+                       stdout=log, stderr=subprocess.STDOUT, timeout=120 + procedure.case_timeout_s * len(cases),
                        env=token_env(getattr(env, "run_token", ""), dict(os.environ, PYTHONUNBUFFERED="1")))
-    if not out_file.exists():
-        return [{"case": case, "refused": None, "stage": None, "message": "the probe did not finish",
-                 "seconds": None} for case in cases]
-    return json.loads(out_file.read_text())
+    outcomes = json.loads(out_file.read_text()) if out_file.exists() else []
+    outcomes += [{"case": case, "refused": None, "stage": None, "message": "the probe did not finish",
+                  "seconds": None} for case in cases[len(outcomes):]]
+    result.metrics["option_cases"] = outcomes
 
 
 # -- the child -------------------------------------------------------------------------------

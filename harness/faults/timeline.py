@@ -1,0 +1,90 @@
+"""Carrying out a fault schedule: each fault started at its time, held for its duration, then stopped.
+
+Every kind of run carries its schedule out here (a query's scenario, the cluster's acknowledged-writes run), so
+every fault goes through the registry and records its ``fault-start`` / ``fault-stop`` (or ``fault-skip`` /
+``fault-error``) in the run's :class:`~streamcert.harness.run.history.History` the same way.
+
+Schedule semantics: a fault starts ``at_s`` seconds after the timeline began; an entry with ``after`` set starts
+``at_s`` seconds after that earlier entry stopped, so faults can be chained (kill at one protocol step, then at the
+next). A fault's ``duration_s`` is held once its start returned. Runs in the harness's process: one thread gates
+the timeline, then one thread per fault.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from streamcert.harness.faults.base import Fault, FaultNotApplicable
+
+if TYPE_CHECKING:
+    from streamcert.harness.faults.schedule import FaultSpec
+    from streamcert.harness.run.history import History
+
+__all__ = ["FaultTimeline", "recorded"]
+
+
+def recorded(history: History, spec: FaultSpec, phase: str, action: Callable[[], object]) -> None:
+    """Run a fault's start or stop; an error is recorded in the history (the checkers judge the outcome), never
+    raised: one fault that cannot act must not end the run."""
+    try:
+        action()
+    except FaultNotApplicable as exc:
+        history.record("fault-skip", fault=spec.fault, phase=phase, reason=exc.message)
+    except Exception as exc:  # noqa: BLE001 - see above
+        history.record("fault-error", fault=spec.fault, phase=phase, error=f"{type(exc).__name__}: {exc}")
+
+
+class FaultTimeline:
+    """The schedule ``specs`` carried out with the built ``faults`` (one per spec, in order).
+
+    ``gate``, when given, runs first in the timeline's thread: the timeline begins when it returns True; when it
+    returns False no fault starts (the run had nothing to strike: a query that never started, say).
+    """
+
+    def __init__(self, specs: Sequence[FaultSpec], faults: Sequence[Fault], history: History,
+                 gate: Callable[[], bool] | None = None) -> None:
+        if len(specs) != len(faults):
+            raise ValueError(f"{len(specs)} scheduled faults, {len(faults)} built")
+        self.specs, self.faults, self.history, self.gate = list(specs), list(faults), history, gate
+        self._stopped = [threading.Event() for _ in self.specs]
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "FaultTimeline":
+        """Begin in the background; returns at once."""
+        self._thread = threading.Thread(target=self._run, name="fault-timeline", daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until every fault stopped (or was never started because the gate said no)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        if self.gate is not None and not self.gate():
+            for stopped in self._stopped:
+                stopped.set()
+            return
+        began = time.monotonic()
+        threads = [threading.Thread(target=self._carry_out, args=(index, began), name=f"fault-{spec.fault}",
+                                    daemon=True) for index, spec in enumerate(self.specs)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _carry_out(self, index: int, began: float) -> None:
+        spec, fault = self.specs[index], self.faults[index]
+        if spec.after is not None:
+            self._stopped[spec.after].wait()
+            began = time.monotonic()
+        time.sleep(max(0.0, began + spec.at_s - time.monotonic()))
+        try:
+            recorded(self.history, spec, "start", fault.start)
+            time.sleep(spec.duration_s)
+        finally:
+            recorded(self.history, spec, "stop", fault.stop)
+            self._stopped[index].set()
