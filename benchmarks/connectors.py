@@ -1,21 +1,27 @@
-"""Benchmark: reference connector throughput against Spark's built-in Kafka connector and the raw broker (SPEC §9).
+"""Benchmark: how fast each reference connector drains a backlog, against Spark's built-in Kafka connector and the
+raw broker (SPEC §9).
 
     python -m streamcert.benchmarks.connectors --records 1000000 --record-bytes 100 --out results/bench/connectors.json
 
-One local stack, one Spark session (local[2], like the machine), one topic loaded once with
-``--records`` records of ``--record-bytes`` (read_committed, no aborts). Every case drains the whole
-topic with ``Trigger.AvailableNow`` from a fresh checkpoint and is timed from ``start()`` to the end of
-the query; records/s = records / seconds. Cases:
+Each Spark case is a run of the one scenario runner (:func:`~streamcert.harness.scenario.run_scenario`), with its
+own ``results.json``: the workload (``--records`` records of ``--record-bytes``, no aborted transactions) is loaded
+into the run's input before the query starts; the query reads it with ``Trigger.AvailableNow`` in batches of at
+most :data:`BATCHES_PER_DRAIN`-th of it, then ends; the run's checkers judge its output as in any run (a drain
+that lost or duplicated records says so, and its figure is not reported as a case's). The drain rate comes from
+Spark's own progress reports (the driver's events): the records of every batch after the first over the time from
+the first batch's end to the query's end. The first batch pays Spark's and the Python workers' start-up, which a
+query that falls behind and catches up does not. Cases:
 
-- ``raw_consume``: librdkafka (confluent-kafka) reading the topic in this process: the consume ceiling;
-- ``source_noop``: ``streamcert-kafka`` -> Spark's ``noop`` sink;
-- ``builtin_source_noop``: Spark's built-in ``kafka`` source -> ``noop`` (skipped if its jars cannot load);
+- ``raw_consume``: librdkafka (confluent-kafka) reading a topic of the same records in this process: the ceiling
+  (not a query);
+- ``source_files``: ``streamcert-kafka`` -> Spark's file sink (``spark-files``);
+- ``builtin_source_files``: Spark's built-in ``kafka`` source -> ``spark-files`` (skipped if its jars cannot load);
 - ``source_builtin_kafka_sink``: ``streamcert-kafka`` -> Spark's at-least-once ``kafka`` sink;
 - ``source_kafka_2pc``: ``streamcert-kafka`` -> ``streamcert-kafka-2pc`` (stage + copy: every row written twice);
 - ``source_pg_2pc``: ``streamcert-kafka`` -> ``streamcert-pg-2pc`` (COPY into prepared transactions).
 
-A short warm-up query runs first (the first query of a session pays JVM and Python worker start-up).
-Ratios compare cases measured in the same run, since absolute timings on shared machines drift.
+Ratios compare cases measured in the same run, since absolute timings on shared machines drift. ``streamcert
+bench`` measures the other figure, the rate a pipeline sustains under an open-loop load.
 """
 
 from __future__ import annotations
@@ -26,143 +32,144 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from streamcert.harness.arguments import positive_int
 from streamcert.benchmarks.raw import raw_consume
+from streamcert.harness.arguments import positive_int
 
-SCHEMA_VERSION = 1
-ALL_CASES = ("raw_consume", "source_noop", "builtin_source_noop", "source_builtin_kafka_sink", "source_kafka_2pc",
-             "source_pg_2pc")
-_RATIOS = {
-    "source_vs_builtin_source": ("source_noop", "builtin_source_noop"),
-    "source_vs_raw_consume": ("source_noop", "raw_consume"),
-    "builtin_source_vs_raw_consume": ("builtin_source_noop", "raw_consume"),
-    "kafka_2pc_vs_builtin_kafka_sink": ("source_kafka_2pc", "source_builtin_kafka_sink"),
-    "kafka_2pc_vs_source_noop": ("source_kafka_2pc", "source_noop"),
-    "pg_2pc_vs_source_noop": ("source_pg_2pc", "source_noop"),
+__all__ = ["SCHEMA_VERSION", "ALL_CASES", "SPARK_CASES", "BATCHES_PER_DRAIN", "drain_scenario", "drain_figures",
+           "run_benchmark", "main"]
+
+SCHEMA_VERSION = 2
+#: The Spark cases: name -> (source, sink), each a declared connector.
+SPARK_CASES: dict[str, tuple[str, str]] = {
+    "source_files": ("streamcert-kafka", "spark-files"),
+    "builtin_source_files": ("spark-kafka", "spark-files"),
+    "source_builtin_kafka_sink": ("streamcert-kafka", "spark-kafka-sink"),
+    "source_kafka_2pc": ("streamcert-kafka", "streamcert-kafka-2pc"),
+    "source_pg_2pc": ("streamcert-kafka", "streamcert-pg-2pc"),
 }
+ALL_CASES = ("raw_consume", *SPARK_CASES)
+#: A drain reads its backlog in about this many batches: enough after the first (start-up) one to time.
+BATCHES_PER_DRAIN = 20
+_RATIOS = {
+    "source_vs_builtin_source": ("source_files", "builtin_source_files"),
+    "source_vs_raw_consume": ("source_files", "raw_consume"),
+    "builtin_source_vs_raw_consume": ("builtin_source_files", "raw_consume"),
+    "kafka_2pc_vs_builtin_kafka_sink": ("source_kafka_2pc", "source_builtin_kafka_sink"),
+    "kafka_2pc_vs_source_files": ("source_kafka_2pc", "source_files"),
+    "pg_2pc_vs_source_files": ("source_pg_2pc", "source_files"),
+}
+#: The built-in Kafka connector's cases: skipped, with the reason, where its jars cannot be had.
+_BUILTIN_CASES = ("builtin_source_files", "source_builtin_kafka_sink")
 
 
-def _source(spark, bootstrap: str, topic: str, builtin: bool):
-    if builtin:
-        return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic).option("startingOffsets", "earliest")
-                .option("kafka.isolation.level", "read_committed").load())
-    return (spark.readStream.format("streamcert-kafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).load())
+def drain_scenario(case: str, records: int, record_bytes: int, partitions: int, seed: int = 1):
+    """The scenario of Spark case ``case``: the whole workload in the input before the query starts, read with
+    ``Trigger.AvailableNow``, no faults."""
+    from streamcert.harness.run.workload import WorkloadSpec
+    from streamcert.harness.scenario import Scenario
+
+    source, sink = SPARK_CASES[case]
+    return Scenario(name=f"drain-{case}", source=source, sink=sink, trigger="available_now", load_before_start=True,
+                    workload=WorkloadSpec(total=records, keys=1000, partitions=partitions, record_bytes=record_bytes,
+                                          aborted_fraction=0.0, transaction_records=10_000, seed=seed),
+                    options={"max_records_per_batch": max(100, -(-records // BATCHES_PER_DRAIN))},
+                    parallelism=2, quiet_timeout_s=120.0, settle_s=5.0)
 
 
-def _drain(writer, checkpoint: Path) -> int:
-    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(str(query.exception()))
-    return sum(p.get("numInputRows", 0) for p in (json.loads(q.json) for q in query.recentProgress))
+def drain_figures(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The drain rate of one driver attempt's events (``started``, ``progress``..., ``terminated``): records of the
+    batches after the first over the seconds from the first batch's report to the query's end; None when the query
+    did not end by itself or read everything in one batch (nothing to time past its start-up)."""
+    progress = [e for e in events if e.get("event") == "progress" and e.get("numInputRows", 0) > 0]
+    ended = [e for e in events if e.get("event") == "terminated" and not e.get("error")]
+    if len(progress) < 2 or not ended:
+        return None
+    rows = sum(int(e["numInputRows"]) for e in progress[1:])
+    seconds = ended[-1]["time"] - progress[0]["time"]
+    started = next((e["time"] for e in events if e.get("event") == "started"), progress[0]["time"])
+    return {"rows": rows + int(progress[0]["numInputRows"]), "timed_rows": rows, "seconds": round(seconds, 3),
+            "records_per_s": round(rows / seconds) if seconds > 0 else None, "batches": len(progress),
+            "first_batch_s": round(progress[0]["time"] - started, 3)}
 
 
-def _case_writers(spark, env, topic: str, workdir: Path) -> dict[str, Callable[[], Any]]:
+def _spark_case(env: Any, case: str, records: int, record_bytes: int, partitions: int, folder: Path) -> dict:
+    """One drain run of ``case``: its figures and the run's verdict, or why it has none."""
+    from streamcert.conformance.evidence import read_driver_events
+    from streamcert.harness.scenario import run_scenario
+
+    result = run_scenario(env, drain_scenario(case, records, record_bytes, partitions), folder)
+    run = {"folder": str(folder), "valid": result.valid, "checks": {c["name"]: c["valid"] for c in result.checks}}
+    if not result.complete:
+        return {**run, "error": (result.error or "the run did not complete").splitlines()[0]}
+    figures = drain_figures(read_driver_events(folder / "driver" / "driver-events.jsonl"))
+    if figures is None:
+        return {**run, "error": "the query did not drain its input in more than one batch and end by itself"}
+    if result.valid is not True:
+        return {**run, **figures, "error": "the run's checks did not pass: " + ", ".join(
+            name for name, valid in run["checks"].items() if valid is not True)}
+    return {**run, **figures, "complete": figures["rows"] == records}
+
+
+def _raw_case(env: Any, records: int, record_bytes: int, partitions: int) -> dict:
+    from streamcert.harness.run.workload import WorkloadSpec, load_topic
     from streamcert.harness.stack.kafka_clients import create_topic
 
     bootstrap = env.endpoints.bootstrap_servers
-
-    def source_noop():
-        return _source(spark, bootstrap, topic, False).writeStream.format("noop")
-
-    def builtin_source_noop():
-        return _source(spark, bootstrap, topic, True).writeStream.format("noop")
-
-    def source_builtin_kafka_sink():
-        output = f"bench-alo-{uuid.uuid4().hex[:6]}"
-        create_topic(bootstrap, output, partitions=4)
-        return (_source(spark, bootstrap, topic, False).select("key", "value").writeStream.format("kafka")
-                .option("kafka.bootstrap.servers", bootstrap).option("topic", output))
-
-    def source_kafka_2pc():
-        output = f"bench-2pc-{uuid.uuid4().hex[:6]}"
-        create_topic(bootstrap, output, partitions=4)
-        return (_source(spark, bootstrap, topic, False).select("key", "value").writeStream
-                .format("streamcert-kafka-2pc").option("kafka.bootstrap.servers", bootstrap).option("topic", output)
-                .option("sinkId", f"bench{uuid.uuid4().hex[:6]}"))
-
-    def source_pg_2pc():
-        return (_source(spark, bootstrap, topic, False).select("partition", "offset", "value").writeStream
-                .format("streamcert-pg-2pc").option("dsn", env.endpoints.postgres_dsn)
-                .option("table", f"bench_{uuid.uuid4().hex[:8]}").option("sinkId", f"bench{uuid.uuid4().hex[:6]}"))
-
-    return {"source_noop": source_noop, "builtin_source_noop": builtin_source_noop,
-            "source_builtin_kafka_sink": source_builtin_kafka_sink, "source_kafka_2pc": source_kafka_2pc,
-            "source_pg_2pc": source_pg_2pc}
+    topic = f"bench-raw-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions=partitions)
+    load_topic(bootstrap, topic, WorkloadSpec(total=records, keys=1000, partitions=partitions,
+                                              record_bytes=record_bytes, transaction_records=10_000, seed=1),
+               timeout=1800)
+    began = time.perf_counter()
+    rows = raw_consume(bootstrap, topic)
+    seconds = time.perf_counter() - began
+    return {"rows": rows, "seconds": round(seconds, 3), "records_per_s": round(rows / seconds),
+            "complete": rows == records}
 
 
 def run_benchmark(records: int, record_bytes: int, partitions: int, cases: Sequence[str], workdir: Path,
-                  repeats: int = 1, results: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Measure ``cases``; fills ``results`` as it goes (so an interrupted run still has what it measured)."""
-    from streamcert.connectors.kafka_sink import KafkaTwoPhaseSink
-    from streamcert.connectors.kafka_source import KafkaOffsetSource
-    from streamcert.connectors.pg_sink import PostgresTwoPhaseSink
+                  repeats: int = 1, results: dict[str, Any] | None = None, env: Any = None) -> dict[str, Any]:
+    """Measure ``cases`` on ``env`` (a local stack started here when None); fills ``results`` as it goes (an
+    interrupted run keeps what it measured)."""
+    from streamcert.harness.progress import step
     from streamcert.harness.stack.environment import Environment, EnvironmentConfig
     from streamcert.harness.stack.install import ensure_spark_kafka
-    from streamcert.harness.stack.kafka_clients import create_topic
-    from streamcert.harness.progress import step
-    from streamcert.harness.stack.spark import SparkConfig
-    from streamcert.harness.run.workload import WorkloadSpec, load_topic
 
-    builtin_jars, builtin_error = [], None
-    if {"builtin_source_noop", "source_builtin_kafka_sink"} & set(cases):
-        try:
-            builtin_jars = [str(p) for p in ensure_spark_kafka()]
-        except Exception as exc:  # noqa: BLE001 - the baseline is optional: report why it is missing
-            builtin_error = f"{type(exc).__name__}: {exc}"
-    conf = {"spark.jars": ",".join(builtin_jars)} if builtin_jars else {}
-    spark_config = SparkConfig(master="local[2]", conf=conf, app_name="streamcert-bench", driver_memory="4g",
-                               jit="full")  # steady-state speed is what a benchmark measures
     results = results if results is not None else {}
     results.update({"cases": {}, "skipped": {}, "failed": {}, "ratios": {}})
-    with Environment(EnvironmentConfig(provider="local", spark=spark_config)) as env:
-        spark = env.spark
-        for source in (KafkaOffsetSource, KafkaTwoPhaseSink, PostgresTwoPhaseSink):
-            spark.dataSource.register(source)
-        bootstrap = env.endpoints.bootstrap_servers
-        topic = f"bench-{uuid.uuid4().hex[:6]}"
-        create_topic(bootstrap, topic, partitions=partitions)
-        started = time.perf_counter()
-        load_topic(bootstrap, topic, WorkloadSpec(total=records, keys=1000, partitions=partitions,
-                                                   record_bytes=record_bytes, transaction_records=10_000, seed=1),
-                   timeout=1800)
-        results["load_seconds"] = round(time.perf_counter() - started, 3)
-        warm = f"bench-warm-{uuid.uuid4().hex[:6]}"
-        create_topic(bootstrap, warm, partitions=partitions)
-        load_topic(bootstrap, warm, WorkloadSpec(total=20_000, keys=100, partitions=partitions, seed=2))
-        writers = _case_writers(spark, env, topic, workdir)
-        with step("Warm-up query"):
-            _drain(_source(spark, bootstrap, warm, False).writeStream.format("noop"), workdir / "warm-1")
-            if builtin_jars:
-                _drain(_source(spark, bootstrap, warm, True).writeStream.format("noop"), workdir / "warm-2")
-        for case in cases:
-            if case in ("builtin_source_noop", "source_builtin_kafka_sink") and not builtin_jars:
-                results["skipped"][case] = builtin_error or "no jars"
-                continue
-            runs = []
-            try:
-                for repeat in range(repeats):
-                    with step(f"{case} ({records:,} records, run {repeat + 1}/{repeats})"):
-                        begin = time.perf_counter()
-                        if case == "raw_consume":
-                            rows = raw_consume(bootstrap, topic)
-                        else:
-                            rows = _drain(writers[case](), workdir / f"{case}-{repeat}")
-                        seconds = time.perf_counter() - begin
-                    runs.append({"rows": rows, "seconds": round(seconds, 3), "records_per_s": round(rows / seconds)})
-            except Exception as exc:  # noqa: BLE001 - one failing case must not lose the others' numbers
-                results["failed"][case] = f"{type(exc).__name__}: {str(exc)[:2000]}"
-                continue
-            best = max(runs, key=lambda r: r["records_per_s"])
-            results["cases"][case] = {"runs": runs, "records_per_s": best["records_per_s"],
-                                      "complete": all(r["rows"] == records for r in runs)}
-            results["ratios"] = _ratios(results["cases"])
+    builtin_error = None
+    if set(_BUILTIN_CASES) & set(cases):
+        try:
+            ensure_spark_kafka()
+        except Exception as exc:  # noqa: BLE001 - the baseline is optional: report why it is missing
+            builtin_error = f"{type(exc).__name__}: {exc}"
+    if env is None:
+        with Environment(EnvironmentConfig(provider="local")) as started:
+            return run_benchmark(records, record_bytes, partitions, cases, workdir, repeats, results, started)
+    for case in cases:
+        if case in _BUILTIN_CASES and builtin_error:
+            results["skipped"][case] = builtin_error
+            continue
+        runs = []
+        for repeat in range(repeats):
+            with step(f"{case} ({records:,} records, run {repeat + 1}/{repeats})"):
+                if case == "raw_consume":
+                    runs.append(_raw_case(env, records, record_bytes, partitions))
+                else:
+                    runs.append(_spark_case(env, case, records, record_bytes, partitions,
+                                            Path(workdir) / f"{case}-{repeat}"))
+        good = [run for run in runs if "error" not in run]
+        if not good:
+            results["failed"][case] = runs[-1]["error"]
+            continue
+        best = max(good, key=lambda r: r["records_per_s"])
+        results["cases"][case] = {"runs": runs, "records_per_s": best["records_per_s"],
+                                  "complete": all(run.get("complete") for run in good)}
+        results["ratios"] = _ratios(results["cases"])
     return results
 
 
@@ -180,13 +187,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=positive_int, default=1)
     parser.add_argument("--cases", default=",".join(ALL_CASES), help=f"comma-separated, of: {', '.join(ALL_CASES)}")
     parser.add_argument("--out", type=Path, default=Path("results/bench/connectors.json"))
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep each run's folder (results.json, output, driver events) here")
     args = parser.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in ALL_CASES]
-    if unknown or args.records < 1 or args.record_bytes < 48:
+    if unknown or args.record_bytes < 48 or args.records < BATCHES_PER_DRAIN:
         print(f"streamcert: bad arguments (unknown cases {unknown}, records {args.records}, record bytes "
-              f"{args.record_bytes}). Hint: cases are {', '.join(ALL_CASES)}; records >= 1; record bytes >= 48 "
-              "(the workload header).", file=sys.stderr)
+              f"{args.record_bytes}). Hint: cases are {', '.join(ALL_CASES)}; records >= {BATCHES_PER_DRAIN} (a "
+              "drain is timed past its first batch); record bytes >= 48 (the workload header).", file=sys.stderr)
         return 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import tempfile
@@ -198,11 +207,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "schema_version": SCHEMA_VERSION, "benchmark": "connectors", "complete": False,
         "machine": machine_info(),
         "parameters": {"records": args.records, "record_bytes": args.record_bytes, "partitions": args.partitions,
-                       "repeats": args.repeats, "cases": cases, "master": "local[2]"}}
+                       "repeats": args.repeats, "cases": cases, "batches_per_drain": BATCHES_PER_DRAIN}}
     results: dict[str, Any] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="streamcert-bench-") as tmp:
-            run_benchmark(args.records, args.record_bytes, args.partitions, cases, Path(tmp), args.repeats, results)
+            workdir = args.keep or Path(tmp)
+            run_benchmark(args.records, args.record_bytes, args.partitions, cases, workdir, args.repeats, results)
         report["complete"] = True
     except KeyboardInterrupt:
         print("streamcert: interrupted; writing what was measured, marked incomplete.", file=sys.stderr)

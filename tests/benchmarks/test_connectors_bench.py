@@ -1,4 +1,5 @@
-"""The connector benchmark: bad arguments are refused at once; a small run (slow) reports every case."""
+"""The drain benchmark: bad arguments are refused at once; the drain rate is timed past the first batch from Spark's
+progress reports; a small run (slow) measures every case, each a run of the scenario runner."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamcert.benchmarks.connectors import ALL_CASES, main
+from streamcert.benchmarks.connectors import ALL_CASES, drain_figures, drain_scenario, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +28,32 @@ def test_a_count_below_one_is_refused_by_its_option(capsys, tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
+def _events(*batches: int, ended: bool = True, error: str | None = None) -> list[dict]:
+    events = [{"event": "started", "time": 100.0}]
+    events += [{"event": "progress", "numInputRows": rows, "time": 110.0 + 2 * i} for i, rows in enumerate(batches)]
+    return events + ([{"event": "terminated", "time": 110.0 + 2 * len(batches), "error": error}] if ended else [])
+
+
+def test_a_drain_is_timed_from_its_first_batch_s_end_to_the_query_s_end():
+    figures = drain_figures(_events(500, 1000, 1000, 0, 1000))
+    # 3,000 records after the first batch, reported at 110 s; the query ended at 120 s
+    assert figures == {"rows": 3500, "timed_rows": 3000, "seconds": 10.0, "records_per_s": 300, "batches": 4,
+                       "first_batch_s": 10.0}
+
+
+@pytest.mark.parametrize("events", [_events(500, 1000, ended=False), _events(3000), _events(500, 1000, error="boom")])
+def test_a_drain_that_did_not_end_by_itself_or_read_all_in_one_batch_has_no_rate(events):
+    assert drain_figures(events) is None
+
+
+def test_a_drain_case_is_a_scenario_of_a_backlog_read_to_its_end_in_about_twenty_batches():
+    scenario = drain_scenario("source_pg_2pc", 10_000, 100, 4)
+    assert (scenario.source, scenario.sink, scenario.trigger) == ("streamcert-kafka", "streamcert-pg-2pc",
+                                                                   "available_now")
+    assert scenario.load_before_start and not scenario.schedule and scenario.procedure is None
+    assert scenario.options["max_records_per_batch"] == 500 and scenario.workload.aborted_fraction == 0.0
+
+
 @pytest.mark.slow
 def test_a_small_run_measures_every_case_and_their_ratios(tmp_path):
     out = tmp_path / "connectors.json"
@@ -35,9 +62,13 @@ def test_a_small_run_measures_every_case_and_their_ratios(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2
     assert report["failed"] == {}
     measured = set(report["cases"]) | set(report["skipped"])
     assert measured == set(ALL_CASES)
     assert all(case["complete"] and case["records_per_s"] > 0 for case in report["cases"].values())
     assert "source_vs_raw_consume" in report["ratios"]
+    # every Spark case was a run of the scenario runner, judged by its checks
+    for name, case in report["cases"].items():
+        if name != "raw_consume":
+            assert all(run["valid"] is True and run["checks"]["lost"] is True for run in case["runs"]), case
