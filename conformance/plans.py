@@ -253,6 +253,12 @@ def _task_kills(rng: random.Random, quick: bool, link: str | None) -> list:
     return [("python_worker_kill_moment", "executor", {**params, **slow}, 0.0) for params in early + late]
 
 
+#: Batches of input a fault run's feed keeps ahead of what its query read (:attr:`Scenario.feed_batches_ahead`): a
+#: steady kill lets a restarted attempt commit four batches before it strikes, and none of them may be empty. The
+#: workload sizes below are then upper bounds: the input ends two batches after the last fault, not with them.
+_FEED_AHEAD = 6
+
+
 def _kill_records(batch: int, kills: list) -> int:
     """Enough input for every kill to strike its batch and a few batches after the last one: a steady kill lets its
     attempt commit its first batch and three more before it strikes (a few more when a moment was missed), a first
@@ -310,6 +316,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
+        feed_batches_ahead=_FEED_AHEAD,
         schedule=_slowed(rng, _source_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
@@ -407,6 +414,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
+        feed_batches_ahead=_FEED_AHEAD,
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = _task_kills(rng, quick, _sink_link(connector))
@@ -417,7 +425,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         name=f"{connector.name}-tasks", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         master=f"local[2,{len(fails) + 2}]",
         options={"max_records_per_batch": 100}, workload=_workload(rng, _task_kill_records(100, fails)),
-        schedule=_chain(fails, gap_s=1.0), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
+        feed_batches_ahead=_FEED_AHEAD, schedule=_chain(fails, gap_s=1.0), faults_after_output=1,
+        quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "zombies")
     zombies = [("task_zombie", "executor", {}, 0.0) for _ in range(2 if quick else 3)]
     # and an executor JVM killed late in a task's write: its attempt dies with its process (the run has executors)
@@ -430,7 +439,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         master="local-cluster[3,1,1024]", spark_conf=ZOMBIE_SPARK_CONF,
         options={"max_records_per_batch": 60},
         workload=_workload(rng, _zombie_records(60, zombies) + 60 * _EXECUTOR_KILL_BATCHES),
-        schedule=_chain([*zombies, executor_kill], gap_s=1.0),
+        feed_batches_ahead=_FEED_AHEAD, schedule=_chain([*zombies, executor_kill], gap_s=1.0),
         faults_after_output=60 * _ZOMBIE_WARM_BATCHES, quiet_timeout_s=_QUIET_S)))
     if quick:
         return runs
@@ -483,7 +492,8 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool, coo
     kills = _kills(rng, quick, points, cooperative)
     runs.append(_planned(ref, connector, "driver-kills", _aggregator_scenario(
         ref, connector, "kills", rng, total=_kill_records(100, kills), options={"max_records_per_batch": 100},
-        schedule=_slowed(rng, "kafka", kills), faults_after_output=1, flush_slack_s=_RESTART_FLUSH_SLACK_S)))
+        feed_batches_ahead=_FEED_AHEAD, schedule=_slowed(rng, "kafka", kills), faults_after_output=1,
+        flush_slack_s=_RESTART_FLUSH_SLACK_S)))
     if quick:
         return runs
     rng = _rng(seed, connector, "rescale-under-load")

@@ -47,6 +47,7 @@ from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver import DriverProcess, QuerySpec
+from streamcert.harness.run.feed import FeedGate
 from streamcert.harness.run.history import History
 from streamcert.harness.run.input_writer import load_workload
 from streamcert.harness.run.observers import Observer
@@ -146,6 +147,11 @@ class Scenario(BaseModel):
                                              "after its oldest record was read, besides the time the query "
                                              "was down")
 
+    feed_batches_ahead: int = Field(0, ge=0, le=100, description=(
+        "0: the whole workload is written at once; N: it is written while the faults run, kept N batches "
+        "(options.max_records_per_batch records each) ahead of what the query read, then two batches more once the "
+        "schedule is over, and no further: a fault run's input ends with its faults, not with a workload sized for "
+        "the worst case"))
     procedure: Annotated[AckedWrites | OptionsProbe, Field(discriminator="kind")] | None = Field(
         None, description="none: the query through the workload and the schedule; acked_writes: a producer on the "
                           "stack's Kafka cluster through the schedule, no query (the BRK runs); options_probe: the "
@@ -168,6 +174,16 @@ class Scenario(BaseModel):
     @classmethod
     def _valid_workload(cls, workload: WorkloadSpec) -> WorkloadSpec:
         return workload.validate()
+
+    @model_validator(mode="after")
+    def _feed_has_a_batch_size(self) -> "Scenario":
+        if self.feed_batches_ahead and not isinstance(self.options.get("max_records_per_batch"), int):
+            raise ValueError("feed_batches_ahead counts batches of options.max_records_per_batch records, and the "
+                             "scenario's options set no such integer")
+        if self.feed_batches_ahead and (self.load != "bulk" or self.load_before_start):
+            raise ValueError("feed_batches_ahead feeds a bulk load while the query runs: load must be bulk and "
+                             "load_before_start false")
+        return self
 
     @model_validator(mode="after")
     def _schedule_in_order(self) -> "Scenario":
@@ -292,8 +308,9 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
         run.history.record("load-after-start", **_produce_unrecorded(
             run.writer, scenario.records_after_start, scenario.workload))
     if not scenario.load_before_start:
-        ledger = _load(scenario, context, workdir, result, run.writer)
-        run.history.record("load-done", **ledger.counts())
+        feed = _feed(scenario, run, timeline)
+        ledger = _load(scenario, context, workdir, result, run.writer, feed)
+        run.history.record("load-done", **ledger.counts(), **({"fed": feed.stopped_at} if feed else {}))
     result.ledger_counts = ledger.counts()
     timeline.join()
     expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
@@ -497,7 +514,21 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
                          standby=scenario.warm_standby)
 
 
-def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: InputWriter):
+#: Batches written after the fault schedule is over, when the input is fed as the query reads.
+_FEED_AFTER_BATCHES = 2
+
+
+def _feed(scenario: Scenario, run: _Run, timeline: FaultTimeline) -> FeedGate | None:
+    """The gate of a fed load (:attr:`Scenario.feed_batches_ahead`), None for a load written at once."""
+    if not scenario.feed_batches_ahead:
+        return None
+    batch = int(scenario.options["max_records_per_batch"])
+    return FeedGate(run.driver, ahead=scenario.feed_batches_ahead * batch, after=_FEED_AFTER_BATCHES * batch,
+                    faults_done=timeline.done)
+
+
+def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: InputWriter,
+          gate: FeedGate | None = None):
     """Load the workload with the input's ``writer`` (closed with the run): the writer's own bulk or open-loop load
     when it has one (a Kafka topic's), else one planned transaction per write."""
     if scenario.load == "open_loop":
@@ -505,7 +536,7 @@ def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunR
                                        workdir / "load")
         result.metrics["load"] = loaded.to_dict()
         return loaded.ledger
-    return load_workload(writer, context.input_topic, scenario.workload)
+    return load_workload(writer, context.input_topic, scenario.workload, gate)
 
 
 #: Ids of records produced outside the ledger (:attr:`Scenario.records_after_start`) start here.

@@ -58,6 +58,10 @@ class FaultTimeline:
         self._thread.start()
         return self
 
+    def done(self) -> bool:
+        """Every fault stopped (or none will start): True also before :meth:`start` only if there is nothing to do."""
+        return (self._thread is not None and not self._thread.is_alive()) or (self._thread is None and not self.specs)
+
     def join(self, timeout: float | None = None) -> None:
         """Wait until every fault stopped (or was never started because the gate said no)."""
         if self._thread is not None:

@@ -10,7 +10,9 @@ acknowledged, a write that raised leaves its records ``indeterminate`` (they may
 
 from __future__ import annotations
 
+import inspect
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,17 +24,25 @@ from streamcert.spi.external import InputRecord, InputWriter
 __all__ = ["load_workload", "load_with_writer"]
 
 
-def load_workload(writer: InputWriter, name: str, spec: WorkloadSpec) -> Ledger:
-    """Load the whole workload into input ``name``: by the writer's own bulk ``load(spec)`` when it offers one (a
-    Kafka topic's batches records across transactions), else one planned transaction per write
-    (:func:`load_with_writer`)."""
+def load_workload(writer: InputWriter, name: str, spec: WorkloadSpec,
+                  gate: Callable[[int], bool] | None = None) -> Ledger:
+    """Load the workload into input ``name``: by the writer's own bulk ``load(spec)`` when it offers one (a Kafka
+    topic's batches records across transactions), else one planned transaction per write
+    (:func:`load_with_writer`). ``gate`` (a :class:`~streamcert.harness.run.feed.FeedGate`) paces the load by what
+    the query read and may end it early; a bulk load that takes no ``gate`` is replaced by one write per
+    transaction then."""
     bulk = getattr(writer, "load", None)
-    return bulk(spec) if callable(bulk) else load_with_writer(writer, name, spec)
+    if callable(bulk) and (gate is None or "gate" in inspect.signature(bulk).parameters):
+        return bulk(spec) if gate is None else bulk(spec, gate=gate)
+    return load_with_writer(writer, name, spec, gate)
 
 
-def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec) -> Ledger:
-    """Write the whole workload into input ``name`` with ``writer`` (prepared already); return the ledger. Never
-    raises for a failed write (its records are indeterminate); closes nothing (the caller owns the writer)."""
+def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec,
+                     gate: Callable[[int], bool] | None = None) -> Ledger:
+    """Write the workload into input ``name`` with ``writer`` (prepared already); return the ledger. ``gate``, when
+    given, is asked before each write with the records written so far: it may block, and False ends the load (the
+    ledger holds what was written). Never raises for a failed write (its records are indeterminate); closes nothing
+    (the caller owns the writer)."""
     records = plan(spec)
     aborted = records["aborted"].to_numpy()
     if aborted.any() and not writer.writes_uncommitted:
@@ -45,8 +55,12 @@ def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec) -> Ledg
     partitions, txns = records["partition"].to_numpy(), records["txn"].to_numpy()
     bounds = np.flatnonzero(np.diff(txns)) + 1
     began = time.time()
+    written = len(records)
     with step(f"Writing {len(records):,} records into {name}") as progress:
         for rows in np.split(np.arange(len(records)), bounds):
+            if gate is not None and not gate(int(rows[0])):
+                written = int(rows[0])
+                break
             if spec.rate is not None:
                 time.sleep(max(0.0, began + int(rows[0]) / spec.rate - time.time()))
             now = time.time()
@@ -64,4 +78,4 @@ def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec) -> Ledg
             for i in rows:
                 deliveries.report(int(i), error, -1, acked_at)
             progress.update(f"{int(rows[-1]) + 1:,}/{len(records):,}")
-    return Ledger.from_deliveries(records, deliveries, spec, name, aborted=aborted)
+    return Ledger.from_deliveries(records, deliveries, spec, name, rows=np.arange(written), aborted=aborted)

@@ -337,12 +337,14 @@ class Ledger:
 
 
 def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float = 120.0,
-               producer_conf: dict[str, Any] | None = None) -> Ledger:
+               producer_conf: dict[str, Any] | None = None, gate: Callable[[int], bool] | None = None) -> Ledger:
     """Produce the whole workload into ``topic`` (which must exist with ``spec.partitions`` partitions).
 
     As fast as the broker takes it when ``spec.rate`` is None, else paced at
     ``spec.rate`` records/s (open loop: the schedule does not wait for acks).
-    Returns the ledger; never raises for individual failed records (they are
+    ``gate`` (a :class:`~streamcert.harness.run.feed.FeedGate`), when given, is asked before each planned
+    transaction with the count of records written so far; it may block, and False ends the load there: the
+    ledger holds the records written. Returns the ledger; never raises for individual failed records (they are
     ``indeterminate`` in the ledger).
     """
     from confluent_kafka import Producer
@@ -378,12 +380,17 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
             producer.init_transactions(timeout)
         began = time.time()
         current_txn = -1
+        written = n
         for i in range(n):
-            if transactional and txns[i] != current_txn:
-                if current_txn >= 0:
+            if txns[i] != current_txn:
+                if transactional and current_txn >= 0:
                     _end_transaction(producer, bool(aborted_plan[i - 1]), timeout, txn_failed, current_txn)
+                if gate is not None and not _gate_open(gate, producer, i):
+                    written, current_txn = i, -1
+                    break
                 current_txn = int(txns[i])
-                producer.begin_transaction()
+                if transactional:
+                    producer.begin_transaction()
             if spec.rate is not None:
                 delay = began + i / spec.rate - time.time()
                 if delay > 0:
@@ -399,8 +406,15 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
             _end_transaction(producer, bool(aborted_plan[n - 1]), timeout, txn_failed, current_txn)
         producer.flush(timeout)
 
-    return Ledger.from_deliveries(records, deliveries, spec, topic, aborted=aborted_plan,
+    return Ledger.from_deliveries(records, deliveries, spec, topic, rows=np.arange(written), aborted=aborted_plan,
                                   failed=~aborted_plan & np.isin(txns, list(txn_failed)))
+
+
+def _gate_open(gate: Callable[[int], bool], producer: Any, written: int) -> bool:
+    """Ask the feed's gate at a transaction boundary; what was produced so far is delivered first (a gate that
+    waits for the query to read it must not wait for records still in the producer's queue)."""
+    producer.flush(30)
+    return gate(written)
 
 
 def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int], txn: int) -> None:

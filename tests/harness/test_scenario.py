@@ -194,3 +194,11 @@ def test_warm_up_records_are_left_out_of_what_is_judged_and_a_direct_path_refuse
     with pytest.raises(ConfigurationError, match="bypasses"):
         Scenario("direct", kafka_path="direct", schedule=[FaultSpec("latency", "kafka", 1.0, 1.0, {"latency": 50})])
     assert Scenario("direct", kafka_path="direct", schedule=[FaultSpec("broker_pause", "kafka", 1.0, 1.0)])
+
+
+def test_a_fed_load_needs_a_batch_size_and_a_bulk_load_while_the_query_runs():
+    with pytest.raises(ConfigurationError, match="max_records_per_batch"):
+        Scenario(name="fed", feed_batches_ahead=4)
+    with pytest.raises(ConfigurationError, match="load_before_start"):
+        Scenario(name="fed", feed_batches_ahead=4, options={"max_records_per_batch": 60}, load_before_start=True)
+    assert Scenario(name="fed", feed_batches_ahead=4, options={"max_records_per_batch": 60}).feed_batches_ahead == 4

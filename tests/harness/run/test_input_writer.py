@@ -60,3 +60,36 @@ def test_a_writer_with_a_bulk_load_of_its_own_loads_the_whole_workload_with_it_a
     assert load_workload(bulk, "t", spec) == "its own ledger" and bulk.loaded is spec and bulk.writes == []
     plain = _Writer()
     assert len(load_workload(plain, "t", spec).frame) == 100 and len(plain.writes) == 10
+
+
+def test_a_gated_load_asks_before_each_write_and_stops_where_the_gate_says_with_a_ledger_of_what_was_written():
+    spec = WorkloadSpec(total=500, transaction_records=50, aborted_fraction=0.2, seed=4)
+    asked: list[int] = []
+
+    def gate(written: int) -> bool:
+        asked.append(written)
+        return written < 200
+
+    writer = _Writer()
+    ledger = load_with_writer(writer, "t", spec, gate).frame
+    assert asked == [0, 50, 100, 150, 200] and len(writer.writes) == 4
+    assert list(ledger["id"]) == list(range(200))  # the rest of the plan was never written, nor is it in the ledger
+    assert set(ledger["status"]) <= {"acked", "aborted"}
+
+
+def test_a_bulk_load_that_takes_no_gate_gives_way_to_one_write_per_transaction_when_the_load_is_gated():
+    class Bulk(_Writer):
+        def load(self, spec):
+            raise AssertionError("a gated load must not call a bulk load that cannot be gated")
+
+    class GatedBulk(_Writer):
+        def load(self, spec, gate=None):
+            self.gate = gate
+            return "its own ledger"
+
+    spec = WorkloadSpec(total=100, transaction_records=10, seed=1)
+    plain = Bulk()
+    assert len(load_workload(plain, "t", spec, gate=lambda written: written < 30).frame) == 30
+    gated = GatedBulk()
+    gate = lambda written: True  # noqa: E731
+    assert load_workload(gated, "t", spec, gate=gate) == "its own ledger" and gated.gate is gate

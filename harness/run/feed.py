@@ -1,0 +1,68 @@
+"""Input that arrives while a run's faults happen, and stops with them.
+
+A fault run needs full batches until its last fault struck (a kill aimed at a steady batch waits for several to
+commit first, and one that missed tries the next). Written all at once, its workload must be sized for the worst
+case, and whatever the faults did not use is drained after the last one: measured on the quick plan's kill runs,
+17-34 batches after the last fault, 10-83 s a run (the aggregator's, at ~2 s a batch, the most).
+
+A :class:`FeedGate` lets the load write its next transaction only while the input is less than ``ahead`` records
+ahead of what the query has read (the records of the Spark progress reports of every attempt: a replayed batch
+counts twice, which errs on the side of more input, never of an empty batch). Once the fault schedule is over it
+lets ``after`` more records through and the load stops there: the ledger holds what was written, and the rest of
+the planned workload never exists. The faults end the feed: each waits for its moment a bounded time, so the
+schedule is over in bounded time whatever the query does. A query that reads nothing for ``stalled_s`` stops it
+too, a bound far above any fault's (kills that strike first batches keep a query from reporting any progress for
+minutes: a restart, then a kill before its first batch ends, again and again).
+
+Runs in the harness's process, called by the load (:func:`~streamcert.harness.run.workload.load_topic` or
+:func:`~streamcert.harness.run.input_writer.load_with_writer`) before each planned transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FeedGate", "records_read"]
+
+
+def records_read(events: list[dict[str, Any]]) -> int:
+    """Records the query read, by its progress reports (every attempt's; a replayed batch counts again)."""
+    return sum(int(event.get("numInputRows") or 0) for event in events if event.get("event") == "progress")
+
+
+class FeedGate:
+    """``gate(written)``: may the load write the transaction that begins at record ``written``? Blocks until it
+    may (the query caught up), or returns False: the feed is over. ``stopped_at`` says where it stopped and why."""
+
+    def __init__(self, driver: Any, ahead: int, after: int, faults_done: Callable[[], bool],
+                 stalled_s: float = 900.0, poll_s: float = 0.25) -> None:
+        if ahead < 1 or after < 0:
+            raise ValueError(f"ahead must be at least 1 and after at least 0 (got {ahead}, {after})")
+        self.driver, self.ahead, self.after, self.faults_done = driver, ahead, after, faults_done
+        self.stalled_s, self.poll_s = stalled_s, poll_s
+        self.stopped_at: dict[str, Any] | None = None
+        self._last_at: int | None = None
+
+    def __call__(self, written: int) -> bool:
+        if self.stopped_at is not None:
+            return False
+        read, moved_at = -1, time.monotonic()
+        while True:
+            if self._last_at is None and self.faults_done():
+                self._last_at = written + self.after
+            if self._last_at is not None:
+                return written < self._last_at or self._stop(written, "faults done", read)
+            now_read = records_read(self.driver.events())
+            if now_read != read:
+                read, moved_at = now_read, time.monotonic()
+            if written - read < self.ahead:
+                return True
+            if time.monotonic() - moved_at >= self.stalled_s:
+                return self._stop(written, "query read nothing", read)
+            time.sleep(self.poll_s)
+
+    def _stop(self, written: int, why: str, read: int) -> bool:
+        self.stopped_at = {"records": written, "why": why, "read": read if read >= 0 else None}
+        return False
