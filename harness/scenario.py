@@ -523,7 +523,7 @@ def _feed(scenario: Scenario, run: _Run, timeline: FaultTimeline) -> FeedGate | 
     if not scenario.feed_batches_ahead:
         return None
     batch = int(scenario.options["max_records_per_batch"])
-    return FeedGate(run.driver, ahead=scenario.feed_batches_ahead * batch, after=_FEED_AFTER_BATCHES * batch,
+    return FeedGate(run.driver, batch, ahead=scenario.feed_batches_ahead, after=_FEED_AFTER_BATCHES,
                     faults_done=timeline.done)
 
 

@@ -40,9 +40,9 @@ def load_workload(writer: InputWriter, name: str, spec: WorkloadSpec,
 def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec,
                      gate: Callable[[int], bool] | None = None) -> Ledger:
     """Write the workload into input ``name`` with ``writer`` (prepared already); return the ledger. ``gate``, when
-    given, is asked before each write with the records written so far: it may block, and False ends the load (the
-    ledger holds what was written). Never raises for a failed write (its records are indeterminate); closes nothing
-    (the caller owns the writer)."""
+    given, is asked before each write with the records written so far that a reader can read (committed writes'): it
+    may block, and False ends the load (the ledger holds what was written). Never raises for a failed write (its
+    records are indeterminate); closes nothing (the caller owns the writer)."""
     records = plan(spec)
     aborted = records["aborted"].to_numpy()
     if aborted.any() and not writer.writes_uncommitted:
@@ -55,10 +55,10 @@ def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec,
     partitions, txns = records["partition"].to_numpy(), records["txn"].to_numpy()
     bounds = np.flatnonzero(np.diff(txns)) + 1
     began = time.time()
-    written = len(records)
+    written, readable = len(records), 0
     with step(f"Writing {len(records):,} records into {name}") as progress:
         for rows in np.split(np.arange(len(records)), bounds):
-            if gate is not None and not gate(int(rows[0])):
+            if gate is not None and not gate(readable):
                 written = int(rows[0])
                 break
             if spec.rate is not None:
@@ -77,5 +77,7 @@ def load_with_writer(writer: InputWriter, name: str, spec: WorkloadSpec,
             acked_at = time.time()
             for i in rows:
                 deliveries.report(int(i), error, -1, acked_at)
+            if error is None and not aborted[rows[0]]:
+                readable += len(rows)
             progress.update(f"{int(rows[-1]) + 1:,}/{len(records):,}")
     return Ledger.from_deliveries(records, deliveries, spec, name, rows=np.arange(written), aborted=aborted)

@@ -343,9 +343,9 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
     As fast as the broker takes it when ``spec.rate`` is None, else paced at
     ``spec.rate`` records/s (open loop: the schedule does not wait for acks).
     ``gate`` (a :class:`~streamcert.harness.run.feed.FeedGate`), when given, is asked before each planned
-    transaction with the count of records written so far; it may block, and False ends the load there: the
-    ledger holds the records written. Returns the ledger; never raises for individual failed records (they are
-    ``indeterminate`` in the ledger).
+    transaction with the count of records written so far that a reader can read (committed: an aborted transaction's
+    never are); it may block, and False ends the load there: the ledger holds the records written. Returns the
+    ledger; never raises for individual failed records (they are ``indeterminate`` in the ledger).
     """
     from confluent_kafka import Producer
 
@@ -380,12 +380,15 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
             producer.init_transactions(timeout)
         began = time.time()
         current_txn = -1
-        written = n
+        written, readable, txn_began = n, 0, 0
         for i in range(n):
             if txns[i] != current_txn:
                 if transactional and current_txn >= 0:
                     _end_transaction(producer, bool(aborted_plan[i - 1]), timeout, txn_failed, current_txn)
-                if gate is not None and not _gate_open(gate, producer, i):
+                if current_txn >= 0 and not aborted_plan[i - 1] and current_txn not in txn_failed:
+                    readable += i - txn_began
+                txn_began = i
+                if gate is not None and not _gate_open(gate, producer, readable):
                     written, current_txn = i, -1
                     break
                 current_txn = int(txns[i])
@@ -410,11 +413,11 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
                                   failed=~aborted_plan & np.isin(txns, list(txn_failed)))
 
 
-def _gate_open(gate: Callable[[int], bool], producer: Any, written: int) -> bool:
+def _gate_open(gate: Callable[[int], bool], producer: Any, readable: int) -> bool:
     """Ask the feed's gate at a transaction boundary; what was produced so far is delivered first (a gate that
     waits for the query to read it must not wait for records still in the producer's queue)."""
     producer.flush(30)
-    return gate(written)
+    return gate(readable)
 
 
 def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int], txn: int) -> None:
