@@ -25,7 +25,8 @@ _STARTS = ("driver-start", "fault-stop")
 
 def profile_run(folder: Path) -> dict[str, Any]:
     """The phases of the run in ``folder``: per attempt, seconds from its start to the SparkSession (``session_s``;
-    a standby's ``standby_ready_s``: how long it had waited ready), to the query started (``query_s``, of which the
+    a standby's ``standby_ready_s``: how long it had waited ready, and the warm-up steps it finished, ``warmed``),
+    to the query started (``query_s``, of which the
     builder's ``build_s``), to its first batch's end (``first_batch_s``) with that batch's ``addBatch``
     (``first_add_batch_ms``); the median steady batch; and the run's totals."""
     folder = Path(folder)
@@ -46,6 +47,7 @@ def profile_run(folder: Path) -> dict[str, Any]:
             "query_s": _since(started, session["time"] if session else None),
             "build_s": _since(built, session["time"] if session else None),
             "standby_ready_s": (session or {}).get("standby_ready_s"),
+            "warmed": _warmed((session or {}).get("warm_up")),
             "first_batch_s": _since(first, started["time"] if started else None),
             "first_add_batch_ms": ((first or {}).get("durationMs") or {}).get("addBatch"),
             "batches": len(batches)})
@@ -83,17 +85,24 @@ def _sum_known(attempt: dict[str, Any], names: tuple[str, ...]) -> float:
     return sum(attempt[name] for name in names if attempt.get(name) is not None)
 
 
+def _warmed(warm_up: dict[str, Any] | None) -> str | None:
+    """A standby's warm-up steps finished before it took over (``+`` when the go cut the next one short)."""
+    if not warm_up:
+        return None
+    return ",".join(warm_up.get("steps") or {}) + ("+" if warm_up.get("cut_short") else "")
+
+
 def _table(profile: dict[str, Any]) -> str:
     lines = [f"{profile['scenario']} ({profile['run']}): {profile['duration_s']} s, "
              f"{len(profile['attempts'])} attempt(s), restarts and first batches {profile['restart_overhead_s']} s, "
              f"steady batch median {profile['steady_batch_ms']} ms",
-             "| attempt | to session s | standby ready s | to query s | of it building s | to first batch s "
+             "| attempt | to session s | standby ready s | warmed | to query s | of it building s | to first batch s "
              "| first addBatch ms | batches |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
     for attempt in profile["attempts"]:
         lines.append("| " + " | ".join(str(attempt[key]) if attempt[key] is not None else "–" for key in (
-            "attempt", "session_s", "standby_ready_s", "query_s", "build_s", "first_batch_s", "first_add_batch_ms",
-            "batches")) + " |")
+            "attempt", "session_s", "standby_ready_s", "warmed", "query_s", "build_s", "first_batch_s",
+            "first_add_batch_ms", "batches")) + " |")
     return "\n".join(lines)
 
 

@@ -14,15 +14,18 @@ parallelism) from the same checkpoint.
 With ``standby=True`` the next attempt waits warm while one runs: a second child (its own process group and
 driver token) starts at once at a lowered CPU priority (nice +10, inherited by its JVM and Python workers: on two
 cores it mostly takes what the running attempt leaves), starts its SparkSession, warms the status API and the path
-to a Python data source query (:mod:`~streamcert.harness.run.warm_up`: a source of its own registered, loaded as a
-stream and read as a batch on every core, so the JVM's classes are loaded and Python workers forked for the first
-batch to reuse), then waits. A restart whose Spark settings are the standby's hands it the spec (a file named in
+a query takes (:mod:`~streamcert.harness.run.warm_up`: a source of its own registered, loaded and read as a batch on
+every core; then, in a thread ended when the standby is told to go, queries of its own through a Python source
+into a Python sink and into Spark's file sink, and a stateful one on a RocksDB session, so the JVM's classes are
+loaded, the streaming runners have run once and Python workers are forked for the first batch to reuse), and
+waits. A restart whose Spark settings are the standby's hands it the spec (a file named in
 its go-file); the standby gives itself and everything it started the normal priority back where the OS lets it
 (root or CAP_SYS_NICE; otherwise it runs on at the lowered one and says so) and builds the query at once: the
 restart costs the query's build and start, not a JVM's and a session's. A standby whose settings no longer fit
 (another master) is discarded and the attempt starts cold. It writes a ``standby`` event when it is ready, and its
 ``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, ~0 when it was told
-to go before it was) and ``priority_restored``.
+to go before it was), ``warm_up`` (the warm-up steps it finished, in seconds, and whether the go cut one short)
+and ``priority_restored``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from streamcert.harness.run.checkpoint import CheckpointState, checkpoint_state
 from streamcert.harness.run.graceful_stop import stop_between_batches
 from streamcert.harness.stack.spark import runs_in_driver
 from streamcert.harness.run.query_status import warm_status_api
-from streamcert.harness.run.warm_up import warm_python_data_source_path
+from streamcert.harness.run.warm_up import WARM_UP_QUERY_PREFIX, BackgroundWarmUp, warm_python_data_source_path
 from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
@@ -336,16 +339,23 @@ STANDBY_NICE = 10
 
 def _lower_priority() -> int:
     """Called in a standby before its JVM starts, so the JVM and the Python workers it forks inherit it; the nice
-    value it had (the harness's), to give back."""
+    value it had (the harness's), to give back. Where the OS allows, the standby also runs as ``SCHED_IDLE`` (only
+    on CPU time nothing else wants): at nice +10 alone it still took ~10 % of the cores from the attempt it stands
+    behind, and its warm-up queries slowed a cold first batch."""
     normal = os.getpriority(os.PRIO_PROCESS, 0)
     os.nice(STANDBY_NICE)
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux, or not allowed: the nice value alone
+        pass
     return normal
 
 
 def _restore_priority(normal: int = 0) -> bool:
-    """Give this process and everything it started the ``normal`` nice value back, thread by thread (Linux keeps one
-    value per thread; the JVM's threads and the Python worker daemon, which leaves this process group, inherited the
-    lowered one); whether the OS allowed it (lowering a nice value needs root or CAP_SYS_NICE)."""
+    """Give this process and everything it started the ``normal`` nice value and scheduling policy back, thread by
+    thread (Linux keeps both per thread; the JVM's threads and the Python worker daemon, which leaves this process
+    group, inherited the lowered ones); whether the OS allowed it (lowering a nice value needs root or
+    CAP_SYS_NICE)."""
     import psutil
 
     me = psutil.Process()
@@ -356,12 +366,21 @@ def _restore_priority(normal: int = 0) -> bool:
             continue
         for thread in threads:
             try:
+                if _idle(thread):
+                    os.sched_setscheduler(thread, os.SCHED_OTHER, os.sched_param(0))
                 os.setpriority(os.PRIO_PROCESS, thread, normal)
             except ProcessLookupError:  # a thread that ended meanwhile
                 continue
             except PermissionError:
                 return False
     return True
+
+
+def _idle(thread: int) -> bool:
+    try:
+        return os.sched_getscheduler(thread) == os.SCHED_IDLE
+    except (AttributeError, OSError):
+        return False
 
 
 def _restore_priority_when_told(go_file: Path, normal: int = 0) -> threading.Thread:
@@ -409,40 +428,59 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
             events.flush()
 
     class _Reporter(StreamingQueryListener):
+        """The events of the queries it saw start (a standby's warm-up queries ended before it was added, but
+        their last events may still be on their way)."""
+
+        def __init__(self) -> None:
+            self.queries: set[str] = set()
+
         def onQueryStarted(self, event) -> None:
+            if (event.name or "").startswith(WARM_UP_QUERY_PREFIX):
+                return
+            self.queries.add(str(event.id))
             emit("started", id=str(event.id), runId=str(event.runId))
 
         def onQueryProgress(self, event) -> None:
             progress = event.progress
+            if str(progress.id) not in self.queries:
+                return
             emit("progress", batchId=progress.batchId, numInputRows=progress.numInputRows,
                  durationMs=dict(progress.durationMs), sources=[json.loads(s.json) for s in progress.sources])
 
         def onQueryIdle(self, event) -> None:
             # a trigger found no new data in any source (Spark throttles these to one per
             # spark.sql.streaming.noDataProgressEventInterval)
-            emit("idle")
+            if str(event.id) in self.queries:
+                emit("idle")
 
         def onQueryTerminated(self, event) -> None:
-            emit("terminated", error=event.exception)
+            if str(event.id) in self.queries:
+                emit("terminated", error=event.exception)
 
     spark = spark_session(SparkConfig(master=spec.master, conf=spec.spark_conf, packages=spec.packages,
                                       app_name=f"streamcert-driver-{attempt}"))
-    spark.streams.addListener(_Reporter())
     context = spark.sparkContext
     # a watcher's first look must find the status API ready: the query's first moments last well under its cold start
     warmed_s = warm_status_api(context.uiWebUrl, context.applicationId) if context.uiWebUrl else None
     standby = {}
     if go_file is not None:
+        warm_up = None
         if not Path(go_file).exists():  # told to go before it warmed: the query's own first batch warms them
             try:
                 warm_python_data_source_path(spark)
+                # what it has not warmed when told to go, the query's first batch does
+                warm_up = BackgroundWarmUp(spark).start()
             except Exception as exc:  # noqa: BLE001 - a warm-up is a help, never a reason to lose the attempt
                 emit("warm_up_failed", error=f"{type(exc).__name__}: {str(exc)[:300]}")
         ready = time.monotonic()
         emit("standby", ui=context.uiWebUrl)
-        spec = QuerySpec.from_json(Path(_wait_for_go(Path(go_file))).read_text())
+        go = Path(_wait_for_go(Path(go_file)))
         standby = {"standby_ready_s": round(time.monotonic() - ready, 3),
-                   "priority_restored": _restore_priority(normal)}
+                   "warm_up": warm_up.stop() if warm_up is not None else None}
+        spec = QuerySpec.from_json(go.read_text())
+        standby["priority_restored"] = _restore_priority(normal)
+    # after the warm-up: its queries' progress is not the query's
+    spark.streams.addListener(_Reporter())
     emit("session", ui=context.uiWebUrl, app_id=context.applicationId, status_api_warmed_s=warmed_s, **standby)
     stopping = threading.Event()
 

@@ -57,6 +57,7 @@ from typing import Any
 import requests
 
 from streamcert.harness.run.checkpoint import CheckpointState
+from streamcert.harness.run.warm_up import WARM_UP_QUERY_PREFIX
 
 __all__ = ["MOMENTS", "WRITING_MOMENTS", "BATCH_CLASSES", "STEADY_AFTER", "STATUS_SPARK_CONF", "JobActivity",
            "StageActivity", "Observation", "SparkStatus", "batch_class", "moments_of", "replay_depth",
@@ -191,8 +192,11 @@ def warm_status_api(ui_url: str, app_id: str, timeout: float = 30.0) -> float | 
 
 
 def _batch_of(job: dict[str, Any]) -> int | None:
-    found = _BATCH.search(job.get("description") or "")
-    return int(found.group(1)) if found else None
+    """The micro-batch a job belongs to (its description ends ``batch = N``); None for other jobs, and for the
+    batches of a standby's warm-up queries (their description starts with their name)."""
+    description = job.get("description") or ""
+    found = _BATCH.search(description)
+    return int(found.group(1)) if found and not description.lstrip().startswith(WARM_UP_QUERY_PREFIX) else None
 
 
 def _job(job: dict[str, Any], batch: int, active: dict[int, dict[str, Any]]) -> JobActivity:

@@ -15,7 +15,8 @@ def _run_folder(tmp_path):
               {"event": "progress", "attempt": 1, "time": 111.5, "durationMs": {"addBatch": 4000,
                                                                                "triggerExecution": 4800}},
               {"event": "progress", "attempt": 1, "time": 112.0, "durationMs": {"triggerExecution": 400}},
-              {"event": "session", "attempt": 2, "time": 126.0, "standby_ready_s": 3.5},
+              {"event": "session", "attempt": 2, "time": 126.0, "standby_ready_s": 3.5,
+               "warm_up": {"steps": {"data_source": 2.0, "python_sink": 1.5}, "cut_short": True, "error": None}},
               {"event": "built", "attempt": 2, "time": 127.25}, {"event": "started", "attempt": 2, "time": 128.0},
               {"event": "progress", "attempt": 2, "time": 131.0, "durationMs": {"addBatch": 2500,
                                                                                "triggerExecution": 2900}},
@@ -32,12 +33,13 @@ def test_each_attempt_s_start_query_and_first_batch_are_timed_from_the_run_s_fil
     profile = profile_run(_run_folder(tmp_path))
     assert [(a["attempt"], a["session_s"], a["query_s"], a["first_batch_s"], a["first_add_batch_ms"])
             for a in profile["attempts"]] == [(1, 4.0, 2.5, 5.0, 4000), (2, 5.0, 2.0, 3.0, 2500)]
-    assert [(a["build_s"], a["standby_ready_s"]) for a in profile["attempts"]] == [(None, None), (1.25, 3.5)]
+    assert [(a["build_s"], a["standby_ready_s"], a["warmed"]) for a in profile["attempts"]] == [
+        (None, None, None), (1.25, 3.5, "data_source,python_sink+")]
     assert profile["restart_overhead_s"] == 21.5 and profile["steady_batch_ms"] == 500
 
 
 def test_the_command_prints_a_table_and_refuses_a_folder_without_a_run(tmp_path, capsys):
     assert main([str(_run_folder(tmp_path))]) == 0
-    assert "| 2 | 5.0 | 3.5 | 2.0 | 1.25 | 3.0 | 2500 | 2 |" in capsys.readouterr().out
+    assert "| 2 | 5.0 | 3.5 | data_source,python_sink+ | 2.0 | 1.25 | 3.0 | 2500 | 2 |" in capsys.readouterr().out
     assert main([str(tmp_path / "nothing")]) == 2
     assert "Hint" in capsys.readouterr().err

@@ -132,8 +132,9 @@ def test_a_standby_serves_only_the_next_attempt_with_the_same_spark_session(tmp_
 
 
 def test_a_standby_lowers_its_priority_and_gives_it_back_to_its_threads_and_children_where_the_os_allows():
-    """In a child (nice values are per thread): lowered by STANDBY_NICE before it starts a thread and a process of
-    its own (as the JVM and the worker daemon are), then restored in all three, or said not to be."""
+    """In a child (nice values and scheduling policies are per thread): lowered by STANDBY_NICE and made SCHED_IDLE
+    before it starts a thread and a process of its own (as the JVM and the worker daemon are), then restored in all
+    three, or said not to be."""
     import multiprocessing
     import subprocess
     import threading
@@ -153,22 +154,24 @@ def test_a_standby_lowers_its_priority_and_gives_it_back_to_its_threads_and_chil
 
         threading.Thread(target=thread, daemon=True).start()
         ready.wait(10)
+        idle = os.sched_getscheduler(0) == os.SCHED_IDLE
         restored = _restore_priority(before)
         priorities = [os.getpriority(os.PRIO_PROCESS, pid) for pid in (0, seen["thread_id"], grandchild.pid)]
+        policies = {os.sched_getscheduler(pid) for pid in (0, seen["thread_id"], grandchild.pid)}
         done.set()
         grandchild.kill()
-        queue.put((before, lowered, restored, priorities))
+        queue.put((before, lowered, restored, priorities, idle, policies))
 
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     process = context.Process(target=child, args=(queue,))
     process.start()
-    before, lowered, restored, priorities = queue.get(timeout=30)
+    before, lowered, restored, priorities, idle, policies = queue.get(timeout=30)
     process.join(30)
     assert lowered == min(before + STANDBY_NICE, 19)
     assert priorities == ([before] * 3 if restored else [lowered] * 3)
     if os.geteuid() == 0:  # others may lack CAP_SYS_NICE: told so by False, not raised at
-        assert restored
+        assert restored and idle and policies == {os.SCHED_OTHER}
 
 
 def test_a_standby_told_to_go_while_starting_gets_its_priority_back_at_once(tmp_path):
@@ -217,6 +220,7 @@ def test_a_warm_standby_takes_over_a_killed_attempt_in_a_moment_and_replays_its_
         driver.wait_for(lambda d: d.session(2) is not None, "the standby's session", timeout=60)
         session = driver.session(2)
         assert "standby_ready_s" in session and session["time"] - killed_at < 2.0, session
+        assert isinstance(session["warm_up"]["cut_short"], bool) and session["warm_up"]["error"] is None, session
         assert session["priority_restored"] or os.geteuid() != 0, session  # root lowers a nice value
         driver.wait_for(lambda d: (d.checkpoint().latest_commit or -1) >= rows // per_batch - 1,
                         "every batch committed", timeout=180)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from streamcert.harness.run.checkpoint import CheckpointState
-from streamcert.harness.run.query_status import (JobActivity, StageActivity, _job, batch_class, moments_of,
-                                                 replay_depth)
+from streamcert.harness.run.query_status import (JobActivity, StageActivity, _batch_of, _job, batch_class,
+                                                 moments_of, replay_depth)
 
 PENDING_5 = CheckpointState(latest_offsets=5, latest_commit=4)
 
@@ -64,6 +64,13 @@ def test_the_status_apis_job_rows_become_stages_with_finished_ones_known_by_coun
     parsed = _job(job, 5, active)
     assert [s.stage_id for s in parsed.stages] == [8, 9]
     assert parsed.scan.finished and not parsed.write.finished and parsed.write.active == 4
+
+
+def test_a_job_belongs_to_the_batch_its_description_names_unless_a_standby_s_warm_up_query_ran_it():
+    assert _batch_of({"description": "\nid = a\nrunId = b\nbatch = 0"}) == 0
+    assert _batch_of({"description": "sinks-kills\nid = a\nrunId = b\nbatch = 12"}) == 12
+    assert _batch_of({"description": "streamcert-warm-up-files\nid = c\nrunId = d\nbatch = 0"}) is None
+    assert _batch_of({"description": None}) is None and _batch_of({}) is None
 
 
 def test_batch_classes_first_steady_warming_and_replay_of_a_replay():
