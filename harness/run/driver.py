@@ -11,21 +11,21 @@ Python driver, its JVM and Python workers): a crash, with no chance to clean
 up. ``restart()`` runs the same spec (optionally changed, e.g. other
 parallelism) from the same checkpoint.
 
-With ``standby=True`` the next attempt waits warm while one runs: a second child (its own process group and
-driver token) starts at once at a lowered CPU priority (nice +10, inherited by its JVM and Python workers: on two
-cores it mostly takes what the running attempt leaves), starts its SparkSession, warms the status API and the path
-a query takes (:mod:`~streamcert.harness.run.warm_up`: a source of its own registered, loaded and read as a batch on
-every core; then, in a thread ended when the standby is told to go, queries of its own through a Python source
-into a Python sink and into Spark's file sink, and a stateful one on a RocksDB session, so the JVM's classes are
-loaded, the streaming runners have run once and Python workers are forked for the first batch to reuse), and
-waits. A restart whose Spark settings are the standby's hands it the spec (a file named in
-its go-file); the standby gives itself and everything it started the normal priority back where the OS lets it
-(root or CAP_SYS_NICE; otherwise it runs on at the lowered one and says so) and builds the query at once: the
-restart costs the query's build and start, not a JVM's and a session's. A standby whose settings no longer fit
-(another master) is discarded and the attempt starts cold. It writes a ``standby`` event when it is ready, and its
-``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, ~0 when it was told
-to go before it was), ``warm_up`` (the warm-up steps it finished, in seconds, and whether the go cut one short)
-and ``priority_restored``.
+With ``standby=True`` the next attempts wait warm while one runs: a child per attempt for the next
+:data:`STANDBY_DEPTH` attempts (its own process group and driver token) starts at a lowered CPU priority (nice +10
+and ``SCHED_IDLE``, inherited by its JVM and Python workers: it runs on what the running attempt leaves), starts its
+SparkSession, warms the status API and the path a query takes (:mod:`~streamcert.harness.run.warm_up`: a source of
+its own registered, loaded and read as a batch on every core; then, in a thread ended when the standby is told to
+go, queries of its own through a Python source into a Python sink and into Spark's file sink, and a stateful one on
+a RocksDB session, so the JVM's classes are loaded, the streaming runners have run once and Python workers are
+forked for the first batch to reuse), and waits. A restart whose Spark settings are the standby's hands it the spec
+(a file named in its go-file); the standby gives itself and everything it started the normal priority back where
+the OS lets it (root or CAP_SYS_NICE; otherwise it runs on at the lowered one and says so) and builds the query at
+once: the restart costs the query's build and start, not a JVM's and a session's. Standbys whose settings no longer
+fit (another master) are discarded and the attempt starts cold. A standby writes a ``standby`` event when it is
+ready, and its ``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, ~0 when
+it was told to go before it was), ``warm_up`` (the warm-up steps it finished, in seconds, and whether the go cut
+one short) and ``priority_restored``.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ class DriverProcess(ProcessBacked):
         #: whether the next attempt waits warm while this one runs (see the module's docstring); local masters
         #: only: a standby on another would start executors of its own beside the attempt's
         self.standby = standby and runs_in_driver(spec.master)
-        self._standby: _Standby | None = None
+        #: the standbys of the next attempts, oldest first (at most :data:`STANDBY_DEPTH`)
+        self._standbys: list[_Standby] = []
         #: the checkpoint as each attempt found it when it started (attempt -> state): which batch it replays
         self.start_states: dict[int, CheckpointState] = {}
 
@@ -132,16 +133,18 @@ class DriverProcess(ProcessBacked):
         self.workdir.mkdir(parents=True, exist_ok=True)
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
         spec_file.write_text(self.spec.to_json())
-        standby, self._standby = self._standby, None
+        standby = next((s for s in self._standbys if s.attempt == self.attempt), None)
         if standby is not None and standby.serves(self.spec, self.attempt):
             standby.go(spec_file)
             self._process, self._driver_token = standby.process, standby.token
-        else:
-            if standby is not None:
-                standby.discard()
+            self._standbys.remove(standby)
+        else:  # another session wanted (or none waits for this attempt): none of them fits
+            self._discard_standbys()
             self._process, self._driver_token = self._spawn(spec_file, self.attempt)
         if self.standby:
-            self._standby = self._spawn_standby(self.attempt + 1)
+            waiting = {s.attempt for s in self._standbys}
+            self._standbys += [self._spawn_standby(attempt) for attempt in
+                               range(self.attempt + 1, self.attempt + 1 + STANDBY_DEPTH) if attempt not in waiting]
 
     def _spawn(self, spec_file: Path, attempt: int, go_file: Path | None = None) -> tuple[ManagedProcess, str]:
         """Start a driver child for ``attempt`` (a standby when ``go_file`` is given); its process and token."""
@@ -167,9 +170,12 @@ class DriverProcess(ProcessBacked):
         """Ask the query to stop (SIGTERM), then force it; a standby is discarded; idempotent."""
         super().stop()
         self._reap()
-        if self._standby is not None:
-            self._standby.discard()
-            self._standby = None
+        self._discard_standbys()
+
+    def _discard_standbys(self) -> None:
+        for standby in self._standbys:
+            standby.discard()
+        self._standbys = []
 
     def stop_gracefully(self, timeout: float = 60.0, linger_s: float = 10.0) -> dict[str, Any]:
         """Ask the running query to stop (SIGTERM: the child stops between batches) and report how it went; then
@@ -332,6 +338,10 @@ class _Standby:
 
 #: Seconds between a standby's looks at its go-file.
 _STANDBY_LOOK_S = 0.01
+
+#: How many attempts ahead standbys wait: kills may come faster than one standby starts behind a busy attempt (~10 s
+#: on two cores), and the one two attempts ahead has had the idle time of both.
+STANDBY_DEPTH = 2
 
 #: How much lower a waiting standby's CPU priority is (a nice increment): it yields the cores to the running attempt.
 STANDBY_NICE = 10

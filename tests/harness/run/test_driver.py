@@ -131,6 +131,57 @@ def test_a_standby_serves_only_the_next_attempt_with_the_same_spark_session(tmp_
     assert (tmp_path / "go").read_text() == str(tmp_path / "spec-4.json")
 
 
+def test_standbys_wait_two_attempts_ahead_and_a_changed_session_discards_them_all(tmp_path, monkeypatch):
+    """The attempt after next has a standby too (kills may come faster than one starts); a restart with other
+    Spark settings fits none of them: all are discarded and the attempt starts cold."""
+    import streamcert.harness.run.driver as driver_module
+
+    class _Process:
+        def __init__(self) -> None:
+            self.killed = False
+
+        def is_running(self) -> bool:
+            return not self.killed
+
+        def kill(self) -> None:
+            self.killed = True
+
+        stop = kill
+
+    cold = []
+
+    def spawn(self, spec_file, attempt, go_file=None):
+        cold.append(attempt)
+        return _Process(), f"token-{attempt}"
+
+    def spawn_standby(self, attempt):
+        return _Standby(_Process(), f"standby-{attempt}", attempt, driver_module._session_key(self.spec),
+                        tmp_path / f"go-{attempt}")
+
+    monkeypatch.setattr(driver_module, "ensure_class_archive", lambda: None)
+    monkeypatch.setattr(driver_module, "reap", lambda token, var=None: None)
+    monkeypatch.setattr(DriverProcess, "_spawn", spawn)
+    monkeypatch.setattr(DriverProcess, "_spawn_standby", spawn_standby)
+    monkeypatch.setattr(DriverProcess, "checkpoint", lambda self: None)
+    spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "ck"), master="local[2,3]")
+    driver = DriverProcess(spec, tmp_path / "driver", standby=True)
+
+    driver.start()
+    assert cold == [1] and [s.attempt for s in driver._standbys] == [2, 3]
+    driver._process.kill()
+    driver.start()  # attempt 2: its standby takes over, one more waits for attempt 4
+    assert cold == [1] and (tmp_path / "go-2").exists()
+    assert [s.attempt for s in driver._standbys] == [3, 4]
+    waiting = list(driver._standbys)
+    driver._process.kill()
+    driver.spec = spec.replace(spark_conf={"spark.sql.shuffle.partitions": "3"})
+    driver.start()  # attempt 3 wants another session: every standby discarded, a cold start, new standbys
+    assert cold == [1, 3] and all(standby.process.killed for standby in waiting)
+    assert [s.attempt for s in driver._standbys] == [4, 5]
+    driver.stop()
+    assert driver._standbys == []
+
+
 def test_a_standby_lowers_its_priority_and_gives_it_back_to_its_threads_and_children_where_the_os_allows():
     """In a child (nice values and scheduling policies are per thread): lowered by STANDBY_NICE and made SCHED_IDLE
     before it starts a thread and a process of its own (as the JVM and the worker daemon are), then restored in all
