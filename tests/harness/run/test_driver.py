@@ -133,7 +133,8 @@ def test_a_standby_serves_only_the_next_attempt_with_the_same_spark_session(tmp_
 
 def test_standbys_wait_two_attempts_ahead_and_a_changed_session_discards_them_all(tmp_path, monkeypatch):
     """The attempt after next has a standby too (kills may come faster than one starts); a restart with other
-    Spark settings fits none of them: all are discarded and the attempt starts cold."""
+    Spark settings fits none of them: all are discarded and the attempt starts cold; a standby that died costs its
+    own attempt a cold start, not the next one's standby."""
     import streamcert.harness.run.driver as driver_module
 
     class _Process:
@@ -178,6 +179,12 @@ def test_standbys_wait_two_attempts_ahead_and_a_changed_session_discards_them_al
     driver.start()  # attempt 3 wants another session: every standby discarded, a cold start, new standbys
     assert cold == [1, 3] and all(standby.process.killed for standby in waiting)
     assert [s.attempt for s in driver._standbys] == [4, 5]
+    dead, fifth = driver._standbys
+    dead.process.kill()  # attempt 4's standby died: a cold start, the next one still waits
+    driver._process.kill()
+    driver.start()
+    assert cold == [1, 3, 4] and driver._standbys[0] is fifth and not fifth.process.killed
+    assert [s.attempt for s in driver._standbys] == [5, 6]
     driver.stop()
     assert driver._standbys == []
 
