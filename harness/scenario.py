@@ -50,6 +50,7 @@ from streamcert.harness.run.driver import DriverProcess, QuerySpec
 from streamcert.harness.run.feed import FeedGate
 from streamcert.harness.run.history import History
 from streamcert.harness.run.input_writer import load_workload
+from streamcert.harness.run.first_finding import FirstFindingWatch
 from streamcert.harness.run.observers import Observer
 from streamcert.harness.run.observers.reader import reader_observer
 from streamcert.harness.run.pipeline import BUILDER, query_params
@@ -152,6 +153,10 @@ class Scenario(BaseModel):
         "(options.max_records_per_batch records each) ahead of what the query read, then two batches more once the "
         "schedule is over, and no further: a fault run's input ends with its faults, not with a workload sized for "
         "the worst case"))
+    stop_at_first_finding: bool = Field(False, description=(
+        "the mutation benchmark's shortcut, never a certification's: once the output shows a record delivered "
+        "twice, no further fault of the schedule starts (those under way finish; the run then settles and is judged "
+        "as any run is)"))
     procedure: Annotated[AckedWrites | OptionsProbe, Field(discriminator="kind")] | None = Field(
         None, description="none: the query through the workload and the schedule; acked_writes: a producer on the "
                           "stack's Kafka cluster through the schedule, no query (the BRK runs); options_probe: the "
@@ -232,6 +237,7 @@ class _Run:
     writer: Any = None
     faults: list[Fault] = field(default_factory=list)
     spark_cluster: Any = None
+    watch: FirstFindingWatch | None = None
 
 
 def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
@@ -302,6 +308,9 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
     run.driver.start()
     run.history.record("driver-start", attempt=run.driver.attempt)
     timeline = _start_timeline(scenario, run)
+    if scenario.stop_at_first_finding:
+        run.watch = FirstFindingWatch(run.observer, timeline, run.history,
+                                      exclude=lambda frame: _without_warm_up(frame, scenario.warm_up_records)).start()
     if scenario.load_after_first_batch or scenario.records_after_start or scenario.warm_up_records:
         run.driver.wait_for(lambda d: d.checkpoint().latest_commit is not None, "the first batch", timeout=300)
     if scenario.records_after_start:
@@ -313,6 +322,8 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
         run.history.record("load-done", **ledger.counts(), **({"fed": feed.stopped_at} if feed else {}))
     result.ledger_counts = ledger.counts()
     timeline.join()
+    if run.watch is not None:
+        run.watch.stop()
     expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])
     bounds = aggregator.batch_bounds(context) if aggregator is not None else None
     settling = Settling(scenario.settle_s, None if aggregator is None else bounds[1] if bounds else 0.0)
@@ -652,6 +663,8 @@ def _with_keys(output: pd.DataFrame, observer: Observer, ledger: pd.DataFrame) -
 
 
 def _tear_down(run: _Run) -> None:
+    if run.watch is not None:
+        _safely(run.watch.stop)
     for fault in run.faults:
         _safely(fault.stop)
     if run.driver is not None:

@@ -6,8 +6,9 @@ every fault goes through the registry and records its ``fault-start`` / ``fault-
 
 Schedule semantics: a fault starts ``at_s`` seconds after the timeline began; an entry with ``after`` set starts
 ``at_s`` seconds after that earlier entry stopped, so faults can be chained (kill at one protocol step, then at the
-next). A fault's ``duration_s`` is held once its start returned. Runs in the harness's process: one thread gates
-the timeline, then one thread per fault.
+next). A fault's ``duration_s`` is held once its start returned. A timeline that is cut short
+(:meth:`FaultTimeline.cut_short`) starts no further fault: each records ``fault-cancelled`` with the reason, and the
+faults under way finish. Runs in the harness's process: one thread gates the timeline, then one thread per fault.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class FaultTimeline:
         self.specs, self.faults, self.history, self.gate = list(specs), list(faults), history, gate
         self._stopped = [threading.Event() for _ in self.specs]
         self._thread: threading.Thread | None = None
+        self._cut_short: str | None = None
+        self._cut = threading.Event()
 
     def start(self) -> "FaultTimeline":
         """Begin in the background; returns at once."""
@@ -61,6 +64,12 @@ class FaultTimeline:
     def done(self) -> bool:
         """Every fault stopped (or none will start): True also before :meth:`start` only if there is nothing to do."""
         return (self._thread is not None and not self._thread.is_alive()) or (self._thread is None and not self.specs)
+
+    def cut_short(self, reason: str) -> None:
+        """Start no further fault (those under way finish); idempotent, the first reason stays."""
+        if self._cut_short is None:
+            self._cut_short = reason
+            self._cut.set()
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until every fault stopped (or was never started because the gate said no)."""
@@ -85,7 +94,11 @@ class FaultTimeline:
         if spec.after is not None:
             self._stopped[spec.after].wait()
             began = time.monotonic()
-        time.sleep(max(0.0, began + spec.at_s - time.monotonic()))
+        self._cut.wait(max(0.0, began + spec.at_s - time.monotonic()))  # its time, or at once when cut short
+        if self._cut_short is not None:
+            self.history.record("fault-cancelled", fault=spec.fault, reason=self._cut_short)
+            self._stopped[index].set()
+            return
         try:
             recorded(self.history, spec, "start", fault.start)
             time.sleep(spec.duration_s)

@@ -108,3 +108,35 @@ def test_an_interrupted_score_keeps_the_pairs_whose_evidence_is_there_and_anothe
     (tmp_path / "bench.json").write_text(json.dumps({"kind": "bench"}))
     with pytest.raises(ConfigurationError, match="not a mutation score"):
         _earlier_pairs(tmp_path / "bench.json")
+
+
+def test_a_planned_run_of_the_score_ends_its_schedule_at_its_first_finding_and_names_it(tmp_path):
+    """Every query run of a pair is planned with ``stop_at_first_finding`` (a procedure's run is left as it is), and
+    the pair names the runs whose schedule was cut short."""
+    from streamcert.benchmarks.mutation import _cut_at_first_finding, _cut_runs
+    from streamcert.conformance.certify import prepare
+
+    certification = prepare([MUTANT.reference], MUTANT.requirements, seed=1, quick=False, cooperative=False)
+    cut = [_cut_at_first_finding(run) for run in certification.runs]
+    assert cut and all(run.scenario.stop_at_first_finding for run in cut if run.procedure == "query")
+    assert not any(run.scenario.stop_at_first_finding for run in certification.runs)  # a copy, not a change
+    _run_folder(tmp_path, [{"kind": "first-finding", "check": "duplicate", "time": 5.0}])
+    runs = [{"folder": "runs/x/driver-kills"}, {"folder": "runs/x/absent"}]
+    assert _cut_runs({"runs": runs}, tmp_path) == ["runs/x/driver-kills"]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_mutant_s_kill_run_stops_its_schedule_at_the_first_duplicate_and_still_fails_on_it(stack, tmp_path):
+    from streamcert.conformance.plans import plan
+    from streamcert.harness.run.connectors import load_connector
+    from streamcert.harness.scenario import run_scenario
+
+    reference = "streamcert.conformance.mutants.source_offsets_in_memory:CONNECTOR"
+    planned = next(run for run in plan(reference, load_connector(reference), 1, cooperative=False)
+                   if run.name == "driver-kills")
+    result = run_scenario(stack, planned.scenario.model_copy(update={"stop_at_first_finding": True}), tmp_path / "r")
+    kinds = [event["kind"] for event in result.history]
+    assert kinds.count("first-finding") == 1 and kinds.count("fault-cancelled") >= 1
+    assert kinds.count("fault-start") + kinds.count("fault-cancelled") == len(planned.scenario.schedule)
+    assert {check["name"]: check["valid"] for check in result.checks}["duplicate"] is False

@@ -1,0 +1,63 @@
+"""The fault timeline: chained faults one after the other, and a timeline cut short starting no further fault."""
+
+from __future__ import annotations
+
+import threading
+
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.faults.timeline import FaultTimeline
+from streamcert.harness.run.history import History
+
+
+class _Fault:
+    """Records its start and stop in the history; ``on_start`` runs inside its start."""
+
+    def __init__(self, history: History, name: str, on_start=None) -> None:
+        self.history, self.name, self.on_start = history, name, on_start
+
+    def start(self) -> None:
+        self.history.record("fault-start", fault=self.name)
+        if self.on_start is not None:
+            self.on_start()
+
+    def stop(self) -> None:
+        self.history.record("fault-stop", fault=self.name)
+
+
+def _chain(names: list[str], gap_s: float = 0.0) -> list[FaultSpec]:
+    """Driver kills (a registry fault; what runs is the test's own :class:`_Fault` named after each), ``gap_s``
+    apart."""
+    return [FaultSpec("driver_kill", "driver", gap_s if index else 0.0, 0.0, after=index - 1 if index else None)
+            for index in range(len(names))]
+
+
+def test_chained_faults_start_one_after_the_other_once_each_stopped():
+    history = History()
+    specs = _chain(["a", "b", "c"])
+    timeline = FaultTimeline(specs, [_Fault(history, name) for name in "abc"], history).start()
+    timeline.join(10)
+    assert timeline.done()
+    assert [(e["kind"], e["fault"]) for e in history.events()] == [
+        ("fault-start", "a"), ("fault-stop", "a"), ("fault-start", "b"), ("fault-stop", "b"),
+        ("fault-start", "c"), ("fault-stop", "c")]
+
+
+def test_a_timeline_cut_short_finishes_the_fault_under_way_and_cancels_the_rest_with_the_reason():
+    history = History()
+    specs = _chain(["a", "b", "c"], gap_s=30.0)  # cancelled faults do not wait out their gaps
+    holder: dict[str, FaultTimeline] = {}
+    started = threading.Event()
+
+    def cut() -> None:
+        holder["timeline"].cut_short("a finding")
+        holder["timeline"].cut_short("another reason")  # the first reason stays
+        started.set()
+
+    faults = [_Fault(history, "a", on_start=cut), _Fault(history, "b"), _Fault(history, "c")]
+    holder["timeline"] = FaultTimeline(specs, faults, history)
+    holder["timeline"].start().join(10)
+    assert started.is_set() and holder["timeline"].done()  # well within the 60 s of gaps
+    assert [(e["kind"], e["fault"]) for e in history.events()] == [
+        ("fault-start", "a"), ("fault-stop", "a"), ("fault-cancelled", "driver_kill"),
+        ("fault-cancelled", "driver_kill")]
+    assert {e["reason"] for e in history.events("fault-cancelled")} == {"a finding"}
