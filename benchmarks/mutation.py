@@ -18,7 +18,7 @@ the next run of the same ``--out`` goes on from there unless ``--fresh``); ``str
 
 Each run's schedule ends at its first finding (:attr:`Scenario.stop_at_first_finding`): once the output shows a
 record delivered twice, the rest of the schedule cannot change whether the pair is caught, only make it slower (a
-pair caught by its third kill of fourteen took ~300 s); the faults under way finish, and the run settles and is
+pair caught by its third kill of twelve took ~300 s); the faults under way finish, and the run settles and is
 judged as any run. A run whose bug only loses records goes through its whole schedule. ``cut_at_first_finding``
 names a pair's runs that ended this way.
 
