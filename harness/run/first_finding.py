@@ -68,7 +68,8 @@ class FirstFindingWatch:
         frame = self.exclude(self.observer.frame())
         if frame.empty or "id" not in frame.columns:
             return None
-        output = pd.DataFrame({"id": frame["id"].to_numpy(), "key": frame.get("key", pd.Series([""] * len(frame)))})
+        keys = frame["key"].to_numpy() if "key" in frame.columns else [""] * len(frame)  # keys do not decide it
+        output = pd.DataFrame({"id": frame["id"].to_numpy(), "key": keys})
         result = DuplicateChecker().check(pd.DataFrame({"id": []}), output).to_dict()
         if result["valid"] is not False:
             return None

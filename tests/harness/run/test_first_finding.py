@@ -54,5 +54,8 @@ def test_a_duplicate_among_records_the_run_does_not_judge_is_no_finding():
     watch = FirstFindingWatch(observer, timeline, History(), exclude=lambda frame: frame[frame["id"] < 900])
     assert watch.look() is None
     assert FirstFindingWatch(_Observer([]), timeline, History()).look() is None  # nothing seen yet
+    filtered = FirstFindingWatch(_Observer([900, 1, 2, 2]), timeline, History(),
+                                 exclude=lambda frame: frame[frame["id"] < 900])  # rows 1-3 of the frame kept
+    assert filtered.look()["counts"]["duplicated_ids"] == 1
     watch.stop()  # idempotent and safe without start
     watch.stop()
