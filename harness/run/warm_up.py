@@ -219,6 +219,7 @@ class BackgroundWarmUp:
         self.took: dict[str, float] = {}
         self.error: str | None = None
         self._thread = threading.Thread(target=self._run, name="standby-warm-up", daemon=True)
+        self._stopper: threading.Thread | None = None
 
     def start(self) -> "BackgroundWarmUp":
         self._thread.start()
@@ -241,15 +242,23 @@ class BackgroundWarmUp:
         return not self._thread.is_alive()
 
     def stop(self, timeout_s: float = 0.5) -> dict[str, Any]:
-        """End the step under way (its jobs cancelled, its query stopped) and wait for the thread, at most
-        ``timeout_s``; what ran: ``{"steps": {step: seconds}, "cut_short": bool, "error": ...}``. Idempotent."""
+        """End the step under way (its jobs cancelled at once; its query stopped by a thread of its own, since a
+        query's stop waits for its batch) and wait for the warm-up's thread at most ``timeout_s``; what ran:
+        ``{"steps": {step: seconds}, "cut_short": bool, "error": ...}``. Idempotent."""
         running = self._thread.is_alive()
         self._go.set()
-        deadline = time.monotonic() + timeout_s
-        while self._thread.is_alive() and time.monotonic() < deadline:
+        if running:
+            self._spark.sparkContext.cancelJobGroup(_JOB_GROUP)
+            if self._stopper is None:
+                self._stopper = threading.Thread(target=self._stop_queries, name="standby-warm-up-stop", daemon=True)
+                self._stopper.start()
+            self._thread.join(timeout_s)
+        return {"steps": dict(self.took), "cut_short": running, "error": self.error}
+
+    def _stop_queries(self) -> None:
+        """Stop the warm-up's queries until its thread ended (one it starts after the go stops itself)."""
+        while self._thread.is_alive():
             for query in self._spark.streams.active:
                 if (query.name or "").startswith(WARM_UP_QUERY_PREFIX):
                     query.stop()
-            self._spark.sparkContext.cancelJobGroup(_JOB_GROUP)
             self._thread.join(0.05)
-        return {"steps": dict(self.took), "cut_short": running, "error": self.error}
