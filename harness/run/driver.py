@@ -134,10 +134,12 @@ class DriverProcess(ProcessBacked):
         spec_file = self.workdir / f"{self.name}-spec-{self.attempt}.json"
         spec_file.write_text(self.spec.to_json())
         standby = next((s for s in self._standbys if s.serves(self.spec, self.attempt)), None)
-        # what can no longer serve goes: this attempt's (taken, dead, or with other Spark settings), earlier ones,
-        # and every one whose settings are not the spec's (a restart with another master or conf)
-        self._discard_standbys(lambda s: s is standby or s.attempt <= self.attempt
-                               or s.session_key != _session_key(self.spec), keep=standby)
+        if standby is not None:
+            self._standbys.remove(standby)
+        # what can no longer serve goes: this attempt's (dead, or with other Spark settings), earlier ones, and
+        # every one whose settings are not the spec's (a restart with another master or conf)
+        key = _session_key(self.spec)
+        self._discard_standbys(lambda s: s.attempt <= self.attempt or s.session_key != key)
         if standby is not None:
             standby.go(spec_file)
             self._process, self._driver_token = standby.process, standby.token
@@ -174,13 +176,11 @@ class DriverProcess(ProcessBacked):
         self._reap()
         self._discard_standbys()
 
-    def _discard_standbys(self, which: Callable[["_Standby"], bool] = lambda _standby: True,
-                          keep: "_Standby | None" = None) -> None:
-        """Drop the standbys ``which`` selects, killing all of them but ``keep`` (the one taking over)."""
+    def _discard_standbys(self, which: Callable[["_Standby"], bool] = lambda _standby: True) -> None:
+        """Kill and forget the standbys ``which`` selects (all of them by default)."""
         for standby in [s for s in self._standbys if which(s)]:
             self._standbys.remove(standby)
-            if standby is not keep:
-                standby.discard()
+            standby.discard()
 
     def stop_gracefully(self, timeout: float = 60.0, linger_s: float = 10.0) -> dict[str, Any]:
         """Ask the running query to stop (SIGTERM: the child stops between batches) and report how it went; then

@@ -35,7 +35,7 @@ __all__ = ["WarmUpSource", "WARM_UP_QUERY_PREFIX", "BackgroundWarmUp", "warm_pyt
 #: The name of every query the warm-up runs (a listener tells them from the query under test by it).
 WARM_UP_QUERY_PREFIX = "streamcert-warm-up"
 #: The Spark job group of a warm-up's jobs (cancelled as one when the standby is told to go).
-_JOB_GROUP = "streamcert-warm-up"
+_JOB_GROUP = WARM_UP_QUERY_PREFIX
 #: The state store the reference aggregator needs; a session set to it warms a stateful query too.
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
