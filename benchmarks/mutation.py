@@ -190,7 +190,8 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
     the report. (``streamcert report OUT`` renders its page.)
 
     ``resume``: the pairs an earlier, interrupted run of the same ``out`` measured are kept and not run again (a
-    whole score takes hours: it may be measured over several sittings); their folders must still be there."""
+    whole score takes hours: it may be measured over several sittings, on several machines). A kept pair's judgement
+    is its record: its folder (left out of git) may be gone, and :func:`rejudge` then leaves it as it is."""
     from streamcert.conformance.certify import certify, prepare
 
     report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": "mutation-score", "complete": False,
@@ -198,8 +199,10 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
                               "machine": machine_info(), "pairs": _earlier_pairs(out) if resume else []}
     done = {(pair["mutant"], pair["seed"]) for pair in report["pairs"]}
     folder = out.parent / out.stem
-    for mutant in mutants:
-        for seed in seeds:
+    # seed by seed: every mutant is measured once before any is measured again, so a sitting cut short still
+    # shows which mutants a plan misses
+    for seed in seeds:
+        for mutant in mutants:
             if (_short(mutant.reference), seed) in done:
                 continue
             run_folder = folder / _short(mutant.reference) / f"seed-{seed}"
@@ -245,7 +248,8 @@ def rejudge(out: Path) -> dict[str, Any]:
 
 
 def _earlier_pairs(out: Path) -> list[dict[str, Any]]:
-    """The pairs of an earlier run of ``out`` whose evidence is still on disk (none when there is no such file)."""
+    """The pairs of an earlier run of ``out`` (none when there is no such file), whether or not their folders are
+    still on disk: a score committed by one sitting goes on in the next one's fresh checkout."""
     if not out.exists():
         return []
     try:
@@ -255,7 +259,7 @@ def _earlier_pairs(out: Path) -> list[dict[str, Any]]:
     if not isinstance(earlier, dict) or earlier.get("kind") != "mutation-score":
         raise ConfigurationError(f"{out} is not a mutation score, and would be overwritten.",
                                  hint="Give --out a path of its own (results/bench/mutants.json by default).")
-    return [pair for pair in earlier.get("pairs", []) if Path(pair.get("folder", "")).exists()]
+    return [pair for pair in earlier.get("pairs", []) if isinstance(pair, dict) and "mutant" in pair]
 
 
 def _write(report: dict[str, Any], out: Path) -> None:

@@ -97,13 +97,17 @@ def test_seeds_are_a_range_or_a_list_and_anything_else_is_refused():
             _seeds(bad)
 
 
-def test_an_interrupted_score_keeps_the_pairs_whose_evidence_is_there_and_another_file_is_not_overwritten(tmp_path):
+def test_an_interrupted_score_keeps_its_pairs_even_where_their_evidence_is_gone_and_another_file_is_not_overwritten(
+        tmp_path):
+    """A score is measured over several sittings, each in a fresh checkout: the committed judgements are kept even
+    though the run folders (not in git) are not there."""
     kept, gone = tmp_path / "kept", tmp_path / "gone"
     kept.mkdir()
     out = tmp_path / "mutants.json"
     out.write_text(json.dumps({"kind": "mutation-score", "pairs": [
-        {"mutant": "a", "seed": 1, "folder": str(kept)}, {"mutant": "a", "seed": 2, "folder": str(gone)}]}))
-    assert [pair["seed"] for pair in _earlier_pairs(out)] == [1]
+        {"mutant": "a", "seed": 1, "folder": str(kept)}, {"mutant": "a", "seed": 2, "folder": str(gone)},
+        {"not": "a pair"}]}))
+    assert [pair["seed"] for pair in _earlier_pairs(out)] == [1, 2]
     assert _earlier_pairs(tmp_path / "absent.json") == []
     (tmp_path / "bench.json").write_text(json.dumps({"kind": "bench"}))
     with pytest.raises(ConfigurationError, match="not a mutation score"):
