@@ -16,7 +16,7 @@ kill that preceded the first duplicated or unexpected delivery (its moment and b
 the next run of the same ``--out`` goes on from there unless ``--fresh``); ``streamcert report mutants.json`` renders
 ``mutants.html`` (:mod:`streamcert.reports.mutants_html`).
 
-Each run's schedule ends at its first finding (:attr:`Scenario.stop_at_first_finding`): once the output shows a
+Each run's schedule ends at its first finding (``fail_fast``, as ``certify --fail-fast``): once the output shows a
 record delivered twice, the rest of the schedule cannot change whether the pair is caught, only make it slower (a
 pair caught by its third kill of twelve took ~300 s); the faults under way finish, and the run settles and is
 judged as any run. A run whose bug only loses records goes through its whole schedule. ``cut_at_first_finding``
@@ -166,17 +166,6 @@ def _selected(names: list[str] | None) -> list[Any]:
     return [known[name] for name in names]
 
 
-def _cut_at_first_finding(run: Any) -> Any:
-    """The planned run with its schedule ending at its first finding (:mod:`~streamcert.harness.run.first_finding`:
-    a record delivered twice cannot be undone, so the rest of the schedule cannot change whether the pair is caught;
-    a run that loses records without duplicating any goes through all of it)."""
-    import dataclasses
-
-    if run.scenario.procedure is not None:
-        return run
-    return dataclasses.replace(run, scenario=run.scenario.model_copy(update={"stop_at_first_finding": True}))
-
-
 def _cut_runs(certification: dict[str, Any], folder: Path) -> list[str]:
     """The runs of a pair whose schedule ended at their first finding."""
     return sorted(str(run.get("folder")) for run in certification.get("runs", [])
@@ -209,8 +198,7 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
             if run_folder.exists():  # a pair interrupted half way: measured again from the start
                 shutil.rmtree(run_folder)
             certification = prepare([mutant.reference], mutant.requirements, seed=seed, quick=False,
-                                    cooperative=False)
-            certification.runs = [_cut_at_first_finding(run) for run in certification.runs]
+                                    cooperative=False, fail_fast=True)
             began = time.monotonic()
             result = certify(certification, run_folder, environment=environment)
             pair = judge_pair(mutant, seed, result.model_dump(mode="json"), run_folder)

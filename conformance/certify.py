@@ -67,6 +67,8 @@ class Certification:
     runs: list[PlannedRun] = field(default_factory=list)
     #: False: the connectors' own fault points were left out of the plan (``--no-cooperative``)
     cooperative: bool = True
+    #: True: each query run's schedule ends at its first finding (``--fail-fast``)
+    fail_fast: bool = False
     #: reference -> requirements the full plan judges (what --quick leaves out is said so in its verdict)
     full_plan: dict[str, set[str]] = field(default_factory=dict)
     #: (connector reference, run name) -> why the run could not happen on this stack (an external cluster)
@@ -87,13 +89,13 @@ class Certification:
 
 def prepare(references: list[str] | None, requirement_ids: list[str] | None = None, *, seed: int = 1,
             quick: bool = False, strict: bool = True, spark_master: str | None = None,
-            cooperative: bool = True, shard: Shard | None = None) -> Certification:
+            cooperative: bool = True, shard: Shard | None = None, fail_fast: bool = False) -> Certification:
     """Find and check the connectors and requirements; plan the runs. A ConfigurationError on any bad input.
 
     ``spark_master``: run every query there instead of the plan's local masters (:func:`on_master`).
     ``cooperative`` false: the connectors' own fault points are not used (only faults that need no cooperation).
     ``shard``: run only that part of the plan (:mod:`~streamcert.conformance.shards`); the rest is said to be
-    elsewhere."""
+    elsewhere. ``fail_fast``: each query run's schedule ends at its first finding (:func:`failing_fast`)."""
     if spark_master is not None:
         from streamcert.harness.stack.spark import refuse_unreachable_master, validate_master
 
@@ -118,9 +120,11 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
                 f"None of the requirements {', '.join(sorted(wanted))} applies to the connectors given "
                 f"({', '.join(f'{r}: {c.kind}' for r, c in connectors.items())}).",
                 hint="A source is judged on SRC and GEN, a sink on SNK and GEN, an aggregator on AGG and GEN.")
-    certification = Certification(connectors, wanted, seed, quick, strict, cooperative=cooperative)
+    certification = Certification(connectors, wanted, seed, quick, strict, cooperative=cooperative,
+                                  fail_fast=fail_fast)
     for reference, connector in connectors.items():
-        certification.runs += plan(reference, connector, seed, quick, wanted, cooperative)
+        certification.runs += [failing_fast(run) if fail_fast else run
+                               for run in plan(reference, connector, seed, quick, wanted, cooperative)]
         certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
     for run in certification.runs:
         why = _wrong_spark(certification.connectors[run.connector]) if run.connector in connectors else None
@@ -180,10 +184,22 @@ def _coverage(run_result: RunResult) -> dict[str, Any] | None:
     return coverage_grid(schedule, run_result.history).as_dict()
 
 
-def replay_command(reference: str, requirement_id: str, seed: int, quick: bool, cooperative: bool = True) -> str:
+def failing_fast(run: PlannedRun) -> PlannedRun:
+    """``run`` with its schedule ending at its first finding (:mod:`~streamcert.harness.run.first_finding`): once the
+    output shows a record delivered twice, nothing later undoes that ``fail``, so no further fault starts; the run
+    settles and is judged as any run, and what its cancelled faults would have reached stays unknown. A run that
+    loses records without duplicating any goes through its whole schedule; a procedure's run is left as it is."""
+    if run.scenario.procedure is not None:
+        return run
+    return dataclasses.replace(run, scenario=run.scenario.model_copy(update={"stop_at_first_finding": True}))
+
+
+def replay_command(reference: str, requirement_id: str, seed: int, quick: bool, cooperative: bool = True,
+                   fail_fast: bool = False) -> str:
     """The command that replays one verdict: the same connector, requirement and seed give the same schedule."""
     words = ["streamcert", "certify", "--connector", reference, "--requirements", requirement_id, "--seed", str(seed)]
-    return shlex.join(words + (["--quick"] if quick else []) + ([] if cooperative else ["--no-cooperative"]))
+    return shlex.join(words + (["--quick"] if quick else []) + ([] if cooperative else ["--no-cooperative"])
+                      + (["--fail-fast"] if fail_fast else []))
 
 
 def certify(certification: Certification, out: Path, *, provider: str = "auto", command: str = "",
@@ -206,7 +222,8 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     out.mkdir(parents=True, exist_ok=True)
     result = CertificationResult(
         seed=certification.seed, quick=certification.quick, strict=certification.strict, provider=provider,
-        cooperative=certification.cooperative, shard=str(certification.shard) if certification.shard else None,
+        cooperative=certification.cooperative, fail_fast=certification.fail_fast,
+        shard=str(certification.shard) if certification.shard else None,
         requirements=sorted(certification.wanted) if certification.wanted else None, command=command,
         connectors=[c.name for c in certification.connectors.values()], started_at=time.time(),
         declarations={c.name: ConnectorSummary.of(c, ref) for ref, c in certification.connectors.items()})
@@ -510,7 +527,8 @@ def _judged(certification: Certification, reference: str, name: str, req: Requir
             verdict.reason += " (not run here: " + "; ".join(f"{run}: {why}" for run, why in skipped_here.items()) + ")"
             verdict.evidence["skipped_runs"] = skipped_here
     verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick,
-                                                certification.cooperative)
+                                                certification.cooperative,
+                                                certification.fail_fast)
     return verdict
 
 

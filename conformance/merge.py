@@ -23,7 +23,7 @@ from streamcert.harness.results import RunResult
 __all__ = ["merge"]
 
 #: What every shard of one certification shares.
-_SAME = ("seed", "quick", "strict", "cooperative", "requirements", "connectors")
+_SAME = ("seed", "quick", "strict", "cooperative", "fail_fast", "requirements", "connectors")
 
 
 def merge(results: list[Path], out: Path, command: str = "",
@@ -36,7 +36,7 @@ def merge(results: list[Path], out: Path, command: str = "",
     first = shards[0][1]
     references = [summary.reference for name, summary in first.declarations.items() if name != CLUSTER_SUBJECT]
     certification = prepare(references, first.requirements, seed=first.seed, quick=first.quick, strict=first.strict,
-                            cooperative=first.cooperative)
+                            cooperative=first.cooperative, fail_fast=first.fail_fast)
     names = {connector.name: reference for reference, connector in certification.connectors.items()}
     names[CLUSTER_SUBJECT] = CLUSTER_SUBJECT
     planned = {(run.connector, run.name): run for run in certification.runs}

@@ -82,6 +82,9 @@ class CertificationResult(BaseModel):
     requirements: list[str] | None = Field(None, description="the requirements asked for (none: all)")
     strict: bool = True
     cooperative: bool = Field(True, description="false: the connectors' own fault points were left out")
+    fail_fast: bool = Field(False, description="true: each query run's schedule ended at its first finding "
+                                               "(--fail-fast); what its cancelled faults would have reached is "
+                                               "unknown")
     shard: str | None = Field(None, description="the part of the plan this certification ran (I/N, --shard); none: "
                                                 "all of it")
     merged_from: list[str] | None = Field(None, description="the shards' results.json this certification merges")

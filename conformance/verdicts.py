@@ -170,6 +170,10 @@ def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], plann
                           f"others); they passed: {verdict.reason}")
     if skipped_faults:
         verdict.reason += f" (skipped here: {skipped_faults})"
+    cancelled = sum(1 for run in runs for event in run.result.history if event["kind"] == "fault-cancelled")
+    if cancelled and verdict.verdict == "unknown":
+        verdict.reason += (f" ({cancelled} fault(s) cancelled after a run's first finding, --fail-fast: certify "
+                           "without it to judge everything)")
     return verdict
 
 

@@ -154,9 +154,9 @@ class Scenario(BaseModel):
         "schedule is over, and no further: a fault run's input ends with its faults, not with a workload sized for "
         "the worst case"))
     stop_at_first_finding: bool = Field(False, description=(
-        "the mutation benchmark's shortcut, never a certification's: once the output shows a record delivered "
-        "twice, no further fault of the schedule starts (those under way finish; the run then settles and is judged "
-        "as any run is)"))
+        "fail fast (the mutation benchmark, certify --fail-fast): once the output shows a record delivered twice, no "
+        "further fault of the schedule starts (those under way finish; the run then settles and is judged as any run "
+        "is; what the cancelled faults would have reached is unknown)"))
     procedure: Annotated[AckedWrites | OptionsProbe, Field(discriminator="kind")] | None = Field(
         None, description="none: the query through the workload and the schedule; acked_writes: a producer on the "
                           "stack's Kafka cluster through the schedule, no query (the BRK runs); options_probe: the "

@@ -173,7 +173,7 @@ def _certify(args: argparse.Namespace) -> int:
 
     wanted = [item.strip() for value in args.requirements or [] for item in value.split(",") if item.strip()]
     certification = prepare(args.connector, wanted or None, seed=args.seed, quick=args.quick,
-                            cooperative=not args.no_cooperative,
+                            cooperative=not args.no_cooperative, fail_fast=args.fail_fast,
                             strict=not args.no_strict, spark_master=args.spark_master, shard=args.shard)
     out = _out_folder(args.out)
     command = shlex.join(["streamcert", *args.argv])
@@ -463,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     cert.add_argument("--no-cooperative", action="store_true",
                       help="leave the connectors' own fault points (kill_points, fail_points) out: certify on the "
                            "faults that need no cooperation only")
+    cert.add_argument("--fail-fast", action="store_true",
+                      help="end each run's faults at its first finding (a record delivered twice): a failing "
+                           "connector fails sooner; requirements the cancelled faults would have reached are unknown")
     cert.add_argument("--no-strict", action="store_true",
                       help="allow requirements a connector neither claims nor waives (they are skipped)")
     cert.add_argument("--provider", choices=PROVIDERS, default=os.environ.get("STREAMCERT_PROVIDER", "auto"),

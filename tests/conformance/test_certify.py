@@ -182,3 +182,34 @@ def test_warm_standbys_are_kept_with_two_cores_per_job_and_dropped_otherwise_or_
                  if run.name == "driver-kills")
     assert kills.scenario.warm_standby and not _without_standby(kills).scenario.warm_standby
     assert _without_standby(kills).scenario.schedule == kills.scenario.schedule  # nothing else changes
+
+
+def test_fail_fast_ends_every_query_run_s_schedule_at_its_first_finding_and_says_so_in_the_replay_command():
+    from streamcert.conformance.certify import replay_command
+
+    plain = prepare(["streamcert-kafka-2pc"], ["SNK-1", "GEN-2"], seed=1, quick=True)
+    fast = prepare(["streamcert-kafka-2pc"], ["SNK-1", "GEN-2"], seed=1, quick=True, fail_fast=True)
+    assert fast.fail_fast and not plain.fail_fast
+    assert not any(run.scenario.stop_at_first_finding for run in plain.runs)
+    assert {run.name: run.scenario.stop_at_first_finding for run in fast.runs} == {
+        "options": False, "driver-kills": True}  # a procedure's run has no schedule to end
+    assert [run.scenario.schedule for run in fast.runs] == [run.scenario.schedule for run in plain.runs]
+    assert replay_command("x", "SNK-1", 3, True, fail_fast=True).endswith("--quick --fail-fast")
+
+
+def test_a_fail_fast_run_fails_on_its_finding_and_leaves_what_its_cancelled_kills_would_have_judged_unknown():
+    certification = prepare(["streamcert-kafka-2pc"], ["SNK-1"], seed=1, quick=True, fail_fast=True)
+    [kills] = [run for run in certification.runs if run.name == "driver-kills"]
+    first, *rest = kills.scenario.schedule
+    struck = _fault(first.fault, aimed=True, reached=True, moment=first.params["moment"],
+                    batch_class=first.params["batch_class"],
+                    strikes=[{"moments": [first.params["moment"]], "batch_class": first.params["batch_class"],
+                              "landed": True, "wanted": True}])
+    cancelled = [{"kind": "fault-cancelled", "time": 2.0, "elapsed_s": 2.0, "fault": spec.fault,
+                  "reason": "the run stopped at its first finding"} for spec in rest]
+    clean = [_check(name) for name in OUTPUT]
+    found = [_check("duplicate", valid=False, duplicated_ids=3), *(c for c in clean if c["name"] != "duplicate")]
+    [failed] = _verdicts(certification, [_judged(certification, "driver-kills", found, [struck, *cancelled])])
+    [untested] = _verdicts(certification, [_judged(certification, "driver-kills", clean, [struck, *cancelled])])
+    assert failed.verdict == "fail", failed.reason
+    assert untested.verdict == "unknown" and "--fail-fast" in untested.reason, untested.reason

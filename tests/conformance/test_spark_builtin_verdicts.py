@@ -1,7 +1,8 @@
 """Spark's own connectors, certified as any third party is, get the verdicts their documentation predicts: the
 Kafka sink and a plain foreachBatch append are at-least-once (SNK-1 fails, with duplicates found and nothing
 lost), the file sink is exactly-once (SNK-1 passes), and the Kafka source replays from its checkpoint (SRC-1
-passes). Each is one quick driver-kills run; the two passing ones are in ``tox -e long``."""
+passes). Each is one quick driver-kills run (a failing one ends its kills at its first duplicate, ``--fail-fast``);
+the two passing ones are in ``tox -e long``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def _checks(verdict) -> dict[str, dict]:
 
 @pytest.mark.parametrize("connector", ["spark-kafka-sink", "spark-foreachbatch-pg"])
 def test_an_at_least_once_sink_fails_snk_1_with_duplicates_and_nothing_lost(connector, stack, tmp_path):
-    result = certify(prepare([connector], ["SNK-1"], seed=1, quick=True), tmp_path, environment=stack)
+    result = certify(prepare([connector], ["SNK-1"], seed=1, quick=True, fail_fast=True), tmp_path,
+                     environment=stack)
     [verdict] = result.verdicts
     checks = _checks(verdict)
     assert verdict.verdict == "fail", verdict.reason
