@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from streamcert.spi.options import SPARK_READER_OPTIONS, OptionRules
 
+from .alignment import DEFAULT_IDLE_TIMEOUT_MS
+
 __all__ = ["SourceOptions", "parse_source_options", "KNOWN_OPTIONS"]
 
 #: option -> what it takes (shown in errors)
@@ -23,6 +25,10 @@ KNOWN_OPTIONS: dict[str, str] = {
     "partitionDiscoveryIntervalMs": "an integer >= 0 (default 1000): how often new partitions are looked for",
     "commitToGroup": "a consumer group id: offsets are committed there after each batch, for lag monitoring",
     "pollTimeoutMs": "a positive integer (default 30000): how long a task waits for records known to exist",
+    "maxAllowedDriftMs": "an integer >= 0: event-time alignment (seed 001, FLIP-182): no partition is read past "
+                         "the slowest partition with input plus this many ms of record timestamps (default: off)",
+    "idleTimeoutMs": "an integer >= 0 (default 5000): with maxAllowedDriftMs, how long a partition without input "
+                     "still holds the others back before it counts as idle",
     "trigger": "availableNow or processingTime: the query's trigger, for Spark 4.1 (which tells a Python source "
                "neither its trigger nor a batch's start); unset, a new query's first batch there is not capped",
 }
@@ -40,6 +46,8 @@ class SourceOptions:
     commit_to_group: str | None = None
     poll_timeout_ms: int = 30000
     trigger: str | None = None
+    max_allowed_drift_ms: int | None = None
+    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     kafka_conf: dict[str, str] = field(default_factory=dict)
 
 
@@ -71,5 +79,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         commit_to_group=values.text("commitToGroup"),
         poll_timeout_ms=values.integer("pollTimeoutMs", 30000, 1),
         trigger=values.choice("trigger", ("", "availableNow", "processingTime")) or None,
+        max_allowed_drift_ms=values.integer("maxAllowedDriftMs", None, 0),
+        idle_timeout_ms=values.integer("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS, 0),
         kafka_conf=values.passthrough(),
     )

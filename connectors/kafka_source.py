@@ -13,7 +13,11 @@ so a restart at any parallelism sees every partition's position. Reader tasks ge
 partitions by seed 000's rule (:mod:`streamcert.connectors.assignment`). New partitions are found
 at most every ``partitionDiscoveryIntervalMs`` and read from their start. With
 ``maxRecordsPerBatch`` a batch reads at most that many offsets; ``Trigger.AvailableNow``
-stops exactly at the end offsets seen when the query started. Spark 4.1 tells a Python source neither a batch's
+stops exactly at the end offsets seen when the query started. With ``maxAllowedDriftMs`` the partitions are aligned
+in event time (the records' timestamps), seed 001's FLIP-182: no partition is read past the slowest partition that
+still has input plus that drift; one without input for ``idleTimeoutMs`` holds nothing
+(:mod:`streamcert.connectors.alignment`). It costs one record fetched per partition and one time-index lookup per
+batch, and, on a skewed backlog, the batches that hold the leading partitions back. Spark 4.1 tells a Python source neither a batch's
 start nor its trigger: pass ``trigger`` (``availableNow`` or ``processingTime``) there, or a new query's first batch
 is not capped.
 """
@@ -47,6 +51,7 @@ except ImportError:  # Spark 4.1: latestOffset() gets no start and no limit; a s
         def __init__(self, max_rows: int) -> None:
             self.max_rows = max_rows
 
+from .alignment import EventTimeAligner
 from .assignment import assign
 from .kafka_offsets import Offsets, from_json, limit_rows, ranges, to_json
 from .kafka_options import SourceOptions, parse_source_options
@@ -107,11 +112,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         #: the end offsets of the batch planned last (Spark 4.1 does not pass a batch's start)
         self._planned_end: dict | None = None
+        self._aligner = (EventTimeAligner(options.max_allowed_drift_ms, options.idle_timeout_ms)
+                         if options.max_allowed_drift_ms is not None else None)
+        self._probe = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get a copy for read(); clients are per process and rebuilt there.
         return {"options": self.options, "_admin": None, "_known": {}, "_discovered_at": 0.0, "_target": None,
-                "_planned_end": None}
+                "_planned_end": None, "_aligner": None, "_probe": None}
 
     # -- broker state (driver) ------------------------------------------------------
 
@@ -225,10 +233,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for topic, parts in begin.items():
             for partition, offset in parts.items():
                 end.setdefault(topic, {}).setdefault(partition, offset)
+        if self._aligner is not None and start is not None:  # Spark 4.1 without a known start: nothing to align to
+            end = self._aligner.cap(begin, end, self._time_probe(), final=self._target is not None)
         if isinstance(limit, ReadMaxRows):
             end = limit_rows(begin, end, limit.max_rows)
         self._planned_end = to_json(end)
         return self._planned_end
+
+    def _time_probe(self):
+        if self._probe is None:
+            from .kafka_time_probe import KafkaTimeProbe
+
+            self._probe = KafkaTimeProbe(self.options.bootstrap_servers, self.options.isolation_level,
+                                         self.options.kafka_conf, self.options.poll_timeout_ms / 1000)
+        return self._probe
 
     def _start_on_spark_4_1(self) -> dict | None:
         """Where the next batch starts on Spark 4.1, or None where it must not be capped.
@@ -282,6 +300,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._admin = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
     # -- reading (executors) ------------------------------------------------------------
 
