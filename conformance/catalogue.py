@@ -189,9 +189,13 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Read a topic with fewer partitions than reader tasks, some of them empty.",
          "Batches keep committing and every record is delivered.", runs=("rescale",), checks=("progress", "lost")),
     _req("SRC-11", "Event-time drift between partitions stays within the claimed bound.",
-         "Produce one partition far ahead in event time of the others.",
-         "Per batch, the spread of emitted event times between partitions stays within the claimed bound.",
-         runs=(), checks=("event_time_drift",), optional=True),
+         "Produce a skewed backlog (the last partition's records minutes ahead in event time of the others', records "
+         "arriving while the query runs) and read it with the source's alignment bound set (the run's option "
+         "max_event_time_drift_ms); kill the driver once while the leading partition is held back.",
+         "Per batch, the spread of the partitions' event-time watermarks (the latest event time each delivered, "
+         "over the partitions under way) stays within the bound plus one record's event-time gap; every record "
+         "delivered exactly once.", runs=("skew",), families=("driver-kill",),
+         checks=("event_time_drift", "lost", "duplicate"), optional=True, origin="seed 001 (FLIP-182)"),
     # -- sinks (fed by a source) --------------------------------------------------------------------------
     _req("SNK-1", "Exactly once across a driver kill in the pre-commit / commit window.",
          "Kill the driver after tasks wrote and before Spark's commit, inside the sink's commit, between two of "

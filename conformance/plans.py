@@ -32,6 +32,7 @@ from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.acked_writes import AckedWrites
 from streamcert.harness.options_probe import OptionsProbe
 from streamcert.harness.scenario import Scenario
+from streamcert.spi.connector import DRIFT_OPTION
 from streamcert.harness.stack.kafka_clients import TopicSettings
 from streamcert.harness.systems import KafkaTopics, StackSystem, declared_input_system, declared_output_system
 from streamcert.spi.connector import Connector
@@ -321,6 +322,8 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
     if quick:
         return runs
     kafka_input = isinstance(declared_input_system(connector), KafkaTopics)
+    if kafka_input:
+        runs.append(_skew_run(ref, connector, seed))
     rng = _rng(seed, connector, "rescale")
     # a topic gains partitions between the rescales; another system's input keeps its own layout
     grow = [("add_partitions", "kafka", {"count": 4}, 0.0)] if kafka_input else []
@@ -333,6 +336,28 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
     runs += _network_runs(ref, connector, seed, {"source": ref, "sink": SINK_PARTNER}, _workload,
                           _source_link(connector), _input_server_faults(connector), failover=kafka_input)
     return runs
+
+
+#: SRC-11's skewed backlog: three partitions of records 20 s apart in event time, the last one two hours ahead of
+#: the others (seed 001's "one partition far ahead"), arriving while the query reads; the drift bound the source is
+#: asked for, a quarter of the lead: the leading partition is held back for ten batches of the others' backlog.
+SKEW_STEP_MS = 20_000
+SKEW_LEAD_MS = 2 * 3600 * 1000
+SKEW_DRIFT_MS = 15 * 60 * 1000
+
+
+def _skew_run(ref: str, connector: Connector, seed: int) -> PlannedRun:
+    """SRC-11: the skewed backlog read with the alignment bound set (:data:`DRIFT_OPTION`), the driver killed once
+    in a steady batch while the leading partition is still held back: the bound must hold across the restart."""
+    rng = _rng(seed, connector, "skew")
+    kill = ("driver_kill_moment", "driver", {"moment": "just_committed", "batch_class": "steady",
+                                             "fraction": round(rng.uniform(0.1, 0.9), 3)}, 0.0)
+    return _planned(ref, connector, "skew", Scenario(
+        name=f"{connector.name}-skew", source=ref, sink=SINK_PARTNER, parallelism=2,
+        options={"max_records_per_batch": 60, DRIFT_OPTION: SKEW_DRIFT_MS},
+        workload=_workload(rng, 1500, partitions=3, rate=100.0, event_time_step_ms=SKEW_STEP_MS,
+                           event_time_lead_ms=SKEW_LEAD_MS),
+        schedule=_chain([kill]), faults_after_output=1, quiet_timeout_s=_QUIET_S))
 
 
 def _network_runs(ref: str, connector: Connector, seed: int, pipeline: dict[str, str], workload: Callable,

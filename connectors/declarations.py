@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from streamcert.spi.connector import AggregatorConnector, QueryContext, SinkConnector, SourceConnector
+from streamcert.spi.connector import DRIFT_OPTION, AggregatorConnector, QueryContext, SinkConnector, SourceConnector
 
 __all__ = ["KafkaOffsetSourceUnderTest", "KafkaTwoPhaseSinkUnderTest", "PostgresTwoPhaseSinkUnderTest",
            "BatchAggregatorUnderTest"]
@@ -32,11 +32,10 @@ class KafkaOffsetSourceUnderTest(SourceConnector):
     """``streamcert-kafka``: offsets from the broker's durable state, kept in Spark's checkpoint."""
 
     name = "streamcert-kafka"
-    claims = frozenset({f"SRC-{n}" for n in range(1, 11)} | _GENERAL
-                       | {"exactly-once", "read_committed", "rescale", "admission-control"})
-    unclaimed = {"SRC-11": "event-time alignment across partitions (maxAllowedDriftMs) is not implemented"}
+    claims = frozenset({f"SRC-{n}" for n in range(1, 12)} | _GENERAL
+                       | {"exactly-once", "read_committed", "rescale", "admission-control", "event-time-alignment"})
     bad_options = {"maxRecordsPerBatch": "0", "isolationLevel": "dirty", "startingOffsets": "yesterday",
-                   "kafka.group.id": "mine"}
+                   "kafka.group.id": "mine", "maxAllowedDriftMs": "-1"}
 
     def datasource(self) -> Any:
         """The Python data source class the query reads with (registered under its ``name()``)."""
@@ -53,7 +52,14 @@ class KafkaOffsetSourceUnderTest(SourceConnector):
                 .option("readerParallelism", str(context.parallelism))
                 .option("maxRecordsPerBatch", str(context.option("max_records_per_batch", 300)))
                 .option("trigger", "availableNow" if context.trigger == "available_now" else "processingTime")
+                .options(**_alignment(context))
                 .options(**context.connector_options).load())
+
+
+def _alignment(context: QueryContext) -> dict[str, str]:
+    """The run's event-time drift bound (SRC-11) as the source's maxAllowedDriftMs; none when the run sets none."""
+    drift = context.option(DRIFT_OPTION)
+    return {"maxAllowedDriftMs": str(int(drift))} if drift is not None else {}
 
 
 class KafkaTwoPhaseSinkUnderTest(SinkConnector):

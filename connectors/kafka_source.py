@@ -17,9 +17,10 @@ stops exactly at the end offsets seen when the query started. With ``maxAllowedD
 in event time (the records' timestamps), seed 001's FLIP-182: no partition is read past the slowest partition that
 still has input plus that drift; one without input for ``idleTimeoutMs`` holds nothing
 (:mod:`streamcert.connectors.alignment`). It costs one record fetched per partition and one time-index lookup per
-batch, and, on a skewed backlog, the batches that hold the leading partitions back. Spark 4.1 tells a Python source neither a batch's
-start nor its trigger: pass ``trigger`` (``availableNow`` or ``processingTime``) there, or a new query's first batch
-is not capped.
+batch, and, on a skewed backlog, the batches that hold the leading partitions back.
+
+Spark 4.1 tells a Python source neither a batch's start nor its trigger: pass ``trigger`` (``availableNow`` or
+``processingTime``) there, or a new query's first batch is not capped (nor aligned: its start is unknown).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class KafkaTimeProbe:
                        ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Timestamp of the first readable record in ``[start, end)`` of each partition."""
         out: dict[TopicPartition, int] = {}
-        for (tp, offset, timestamp) in self._scan(starts, ends, first_only=True):
+        for (tp, _offset, timestamp) in self._scan(starts, ends, first_only=True):
             out.setdefault(tp, timestamp)
         return out
 

@@ -81,9 +81,10 @@ class SparkKafkaSource(SourceConnector):
 
     def packages_for(self, spark_version: str) -> tuple[str, ...]:
         return kafka_packages(spark_version)
-    claims = frozenset({f"SRC-{n}" for n in range(1, 11)} | _GENERAL | {"exactly-once", "read_committed",
+    #: SRC-11 is claimed to be measured, not because it holds: Spark's Kafka source has no event-time alignment
+    #: between partitions, so its certification shows the drift a skewed backlog reaches the query with
+    claims = frozenset({f"SRC-{n}" for n in range(1, 12)} | _GENERAL | {"exactly-once", "read_committed",
                                                                        "rescale", "admission-control"})
-    unclaimed = {"SRC-11": "Spark's Kafka source has no event-time alignment between partitions"}
     bad_options = {"startingOffsets": "yesterday", "minPartitions": "0", "kafka.group.id": "mine"}
 
     def read(self, spark: Any, context: QueryContext) -> Any:

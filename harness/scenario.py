@@ -61,13 +61,14 @@ from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids
 from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, pyspark_version, validate_master
 from streamcert.harness.verify.checkers import (UNKNOWN, AggregatorBatchChecker, combined_valid,
                                                 exactly_once_checkers, run_checks)
+from streamcert.harness.verify.event_time import EventTimeDriftChecker
 from streamcert.harness.run.arrival import arrival_times
 from streamcert.harness.verify.downtime import driver_downtime
 from streamcert.harness.verify.evidence import fault_reached, query_failures
 from streamcert.harness.verify.metrics import summarize
 from streamcert.harness.systems import StackSystem, addresses, input_system_of, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
-from streamcert.spi.connector import Connector, QueryContext
+from streamcert.spi.connector import DRIFT_OPTION, Connector, QueryContext
 from streamcert.spi.external import ExternalSystem, InputRecord, InputWriter
 
 __all__ = ["Scenario", "RunResult", "run_scenario", "prepare_query", "SCHEMA_FILE", "json_schema",
@@ -599,11 +600,13 @@ def _unread_is_not_lost(results: list, observer_error: str) -> None:
 
 
 def _checkers(scenario: Scenario, bounds: tuple[int, float] | None, downtime: list[tuple[float, float]]) -> list:
-    """The exactly-once checkers, and an aggregator's batch contract when it declares one (its flush rule does not
-    count the time the query was down)."""
+    """The exactly-once checkers, an aggregator's batch contract when it declares one (its flush rule does not
+    count the time the query was down), and the event-time drift when the scenario asks the source for a bound."""
     checkers = exactly_once_checkers()
     if bounds is not None:
         checkers.append(AggregatorBatchChecker(bounds[0], bounds[1], scenario.flush_slack_s, pauses=downtime))
+    if scenario.options.get(DRIFT_OPTION) is not None:
+        checkers.append(EventTimeDriftChecker(int(scenario.options[DRIFT_OPTION])))
     return checkers
 
 

@@ -8,6 +8,11 @@ so any connector's output can be decoded back (:func:`decode_values`) without
 trusting the connector to carry extra columns; the rest is padding up to
 ``record_bytes``.
 
+With ``event_time_step_ms`` (or ``event_time_lead_ms``) each record carries an event time as its Kafka timestamp:
+a partition's records are ``event_time_step_ms`` apart in event time, and the last partition's lead the others' by
+``event_time_lead_ms`` (a skewed backlog, seed 001). Event times are fixed when the load starts, ending a minute
+before it (a broker refuses timestamps far in the future), and kept in the ledger's ``event_time`` column (ms).
+
 With ``aborted_fraction > 0`` records are written in transactions of
 ``transaction_records`` and that share of transactions is aborted: those
 records reach the log but must never appear downstream. Their ``seq`` is -1.
@@ -52,6 +57,7 @@ __all__ = [
     "Deliveries",
     "Ledger",
     "load_topic",
+    "event_times",
 ]
 
 _MAGIC = b"SC1"
@@ -81,6 +87,14 @@ class WorkloadSpec:
     aborted_fraction: float = 0.0
     transaction_records: int = 100
     seed: int = 0
+    #: event time between two records of a partition (ms); 0 with no lead: records carry their produce time
+    event_time_step_ms: int = 0
+    #: how far the last partition's event times lead the others' (ms)
+    event_time_lead_ms: int = 0
+
+    @property
+    def has_event_times(self) -> bool:
+        return bool(self.event_time_step_ms or self.event_time_lead_ms)
 
     def validate(self) -> "WorkloadSpec":
         def bad(option: str, value: Any, allowed: str) -> ConfigurationError:
@@ -104,6 +118,9 @@ class WorkloadSpec:
             raise bad("aborted_fraction", self.aborted_fraction, "a fraction in [0, 1)")
         if self.transaction_records < 1:
             raise bad("transaction_records", self.transaction_records, "a positive number of records")
+        if self.event_time_step_ms < 0 or self.event_time_lead_ms < 0:
+            raise bad("event_time_step_ms/event_time_lead_ms", (self.event_time_step_ms, self.event_time_lead_ms),
+                      "milliseconds >= 0")
         return self
 
     def as_dict(self) -> dict[str, Any]:
@@ -133,6 +150,17 @@ def plan(spec: WorkloadSpec) -> pd.DataFrame:
     frame["partition"] = (key_index % spec.partitions).astype(np.int32)
     frame["key"] = _key_names(key_index)
     return frame[["id", "key", "key_index", "seq", "partition", "txn", "aborted"]]
+
+
+def event_times(records: pd.DataFrame, spec: WorkloadSpec, end_ms: int) -> np.ndarray | None:
+    """Each record's event time (ms) by ``spec``, the latest ending at ``end_ms``; None when the spec sets none."""
+    if not spec.has_event_times:
+        return None
+    partitions = records["partition"].to_numpy()
+    index = records.groupby("partition").cumcount().to_numpy().astype(np.int64)
+    offsets = index * spec.event_time_step_ms + np.where(partitions == spec.partitions - 1,
+                                                         spec.event_time_lead_ms, 0)
+    return end_ms - int(offsets.max()) + offsets
 
 
 def _key_names(key_index: np.ndarray) -> np.ndarray:
@@ -179,16 +207,17 @@ def record_id_of(value: bytes) -> int:
 
 def produce_record(producer, topic: str, value: bytes, key: bytes | None, partition: int,
                    on_delivery: Callable[[Any, Any], None], *, full_queue_timeout: float = 0.0,
-                   drain_s: float = 0.0) -> None:
+                   drain_s: float = 0.0, timestamp_ms: int = 0) -> None:
     """Queue one record on a confluent-kafka ``producer``, waiting up to ``full_queue_timeout`` s for room.
 
     When the producer's queue is full (``BufferError``), delivery reports are served for ``drain_s`` seconds
     (which frees the queue) and the record is tried again while ``full_queue_timeout`` lasts; after that the
     ``BufferError`` propagates. With the default 0 it is tried once: the caller decides when to try again
     (an open-loop user does, without blocking its event loop). Any other error (``KafkaException`` for a record
-    refused before it was queued) propagates at once.
+    refused before it was queued) propagates at once. ``timestamp_ms`` > 0 is the record's timestamp (its event
+    time); 0 lets the producer stamp it.
     """
-    attempt = (producer, topic, value, key, partition, on_delivery, drain_s)
+    attempt = (producer, topic, value, key, partition, on_delivery, drain_s, timestamp_ms)
     try:
         _produce_or_drain(*attempt)  # the common case, without retry's clock: a bulk load queues millions
     except BufferError:
@@ -199,9 +228,10 @@ def produce_record(producer, topic: str, value: bytes, key: bytes | None, partit
 
 
 def _produce_or_drain(producer, topic: str, value: bytes, key: bytes | None, partition: int,
-                      on_delivery: Callable[[Any, Any], None], drain_s: float) -> None:
+                      on_delivery: Callable[[Any, Any], None], drain_s: float, timestamp_ms: int = 0) -> None:
     try:
-        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery,
+                         timestamp=timestamp_ms)
     except BufferError:
         producer.poll(drain_s)  # serve delivery reports so the queue drains
         raise
@@ -243,7 +273,7 @@ class Ledger:
     """What the workload wrote and what the broker said about it. Columns:
 
     id, key, seq, partition, offset, produced_at, acked_at, aborted, status
-    (``acked`` | ``aborted`` | ``indeterminate``).
+    (``acked`` | ``aborted`` | ``indeterminate``), and ``event_time`` (ms) when the workload set event times.
     """
 
     COLUMNS = ("id", "key", "seq", "partition", "offset", "produced_at", "acked_at", "aborted", "status")
@@ -269,7 +299,8 @@ class Ledger:
     @classmethod
     def from_deliveries(cls, records: pd.DataFrame, deliveries: Deliveries, spec: WorkloadSpec | None = None,
                         topic: str | None = None, *, rows: np.ndarray | None = None,
-                        aborted: np.ndarray | None = None, failed: np.ndarray | None = None) -> "Ledger":
+                        aborted: np.ndarray | None = None, failed: np.ndarray | None = None,
+                        event_time: np.ndarray | None = None) -> "Ledger":
         """The ledger of ``records`` (a :func:`plan`, or a slice of one: ``id``, ``key``, ``seq``, ``partition``,
         one row per id from 0) from what the producer reported in ``deliveries``.
 
@@ -277,7 +308,8 @@ class Ledger:
         (per record of ``records``) marks those of transactions the plan aborts: status ``aborted`` and seq -1;
         ``failed`` those of transactions planned to commit whose commit failed (and which were aborted then):
         status ``aborted`` with their planned seq kept, so the order checker numbers their key's acknowledged
-        records around them instead of calling the hole a gap. Of the others, a record acknowledged without a
+        records around them instead of calling the hole a gap. ``event_time`` (per record of ``records``, ms) becomes
+        the ``event_time`` column. Of the others, a record acknowledged without a
         failure is ``acked``, any other is ``indeterminate`` (a failed or missing delivery report may still have
         been written: never call it lost, nor unexpected).
         """
@@ -293,6 +325,8 @@ class Ledger:
             "produced_at": deliveries.produced_at[rows], "acked_at": deliveries.acked_at[rows],
             "aborted": aborted, "status": np.where(aborted, "aborted", np.where(acked, "acked", "indeterminate")),
         })
+        if event_time is not None:
+            frame["event_time"] = np.asarray(event_time, dtype=np.int64)[rows]
         return cls(frame, spec, topic)
 
     def for_checkers(self) -> pd.DataFrame:
@@ -301,7 +335,8 @@ class Ledger:
         Acknowledged records are owed to the output; indeterminate ones are known (recovered when delivered once)
         but not owed; aborted ones must never appear.
         """
-        frame = self.frame[list(self.CHECKER_COLUMNS)].reset_index(drop=True)
+        extra = [column for column in ("partition", "event_time") if "event_time" in self.frame.columns]
+        frame = self.frame[list(self.CHECKER_COLUMNS) + extra].reset_index(drop=True)
         # Categorical: each checker then reads the statuses' codes instead of hashing a string per record.
         frame["status"] = pd.Categorical(frame["status"], categories=_STATUSES)
         return frame
@@ -375,6 +410,7 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
     send = functools.partial(produce_record, producer, topic, on_delivery=on_delivery, drain_s=_FULL_QUEUE_POLL_S,
                              full_queue_timeout=int(conf["message.timeout.ms"]) / 1000 + _FULL_QUEUE_GRACE_S)
     txn_failed: set[int] = set()
+    stamps = event_times(records, spec, int(time.time() * 1000) - 60_000)
     with step(f"Loading {n:,} records into {topic}") as progress:
         if transactional:
             producer.init_transactions(timeout)
@@ -401,7 +437,8 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
                     time.sleep(delay)
             now = time.time()
             deliveries.sent(i, now)
-            send(encode_value(int(ids[i]), int(seqs[i]), now, spec.record_bytes), keys[i], int(partitions[i]))
+            send(encode_value(int(ids[i]), int(seqs[i]), now, spec.record_bytes), keys[i], int(partitions[i]),
+                 timestamp_ms=int(stamps[i]) if stamps is not None else 0)
             if i % 10_000 == 0:
                 producer.poll(0)
                 progress.update(f"{i:,}/{n:,}")
@@ -410,7 +447,7 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
         producer.flush(timeout)
 
     return Ledger.from_deliveries(records, deliveries, spec, topic, rows=np.arange(written), aborted=aborted_plan,
-                                  failed=~aborted_plan & np.isin(txns, list(txn_failed)))
+                                  failed=~aborted_plan & np.isin(txns, list(txn_failed)), event_time=stamps)
 
 
 def _gate_open(gate: Callable[[int], bool], producer: Any, readable: int) -> bool:

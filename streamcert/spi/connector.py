@@ -40,7 +40,7 @@ from streamcert.spi.external import ExternalSystem
 #: What a requirement id looks like (SRC-1, SNK-8, GEN-2, ...): a claim of this shape must name a known one.
 _REQUIREMENT_ID = re.compile(r"[A-Z]{2,5}-\d+")
 
-__all__ = ["KINDS", "MOMENTS", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
+__all__ = ["KINDS", "MOMENTS", "DRIFT_OPTION", "QueryContext", "Connector", "SourceConnector", "SinkConnector",
            "AggregatorConnector"]
 
 #: What a connector can be.
@@ -49,6 +49,11 @@ KINDS = ("source", "sink", "aggregator")
 #: planned the batch (``offsets/N``) and the sink has not made it visible; ``committing`` — the sink recorded its
 #: decision or made (part of) the batch visible, and Spark has not written ``commits/N``.
 MOMENTS = ("window", "committing")
+#: The scenario option (:meth:`QueryContext.option`) that asks a source for event-time alignment (SRC-11): no
+#: partition read past a slower one with input by more than this many ms of event time (the records' Kafka
+#: timestamps). A source that aligns passes it on as its own setting; one that cannot ignores it, and the run
+#: measures the drift it lets through.
+DRIFT_OPTION = "max_event_time_drift_ms"
 
 
 @dataclass(frozen=True)
