@@ -54,8 +54,11 @@ class TimeProbe(Protocol):
     def last_times(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Timestamp (ms) of the last readable record before each offset."""
 
-    def first_offsets_after(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """The first offset whose timestamp is greater than the given time (ms); missing: no such record."""
+    def first_offsets_after(self, times: Mapping[TopicPartition, int],
+                            ranges: Mapping[TopicPartition, tuple[int, int]],
+                            scan_limit: int | None = None) -> dict[TopicPartition, int]:
+        """The first offset in ``ranges`` (each partition's ``[begin, end)``) whose record is stamped past the given
+        time (ms); missing: no such record. ``scan_limit``: the most records of one partition a batch reads."""
 
 
 class EventTimeAligner:
@@ -71,11 +74,12 @@ class EventTimeAligner:
         #: the cap of the batch planned last (ms), for the reader's diagnostics
         self.last_cap_ms: int | None = None
 
-    def cap(self, begin: Offsets, end: Offsets, probe: TimeProbe, final: bool = False) -> Offsets:
+    def cap(self, begin: Offsets, end: Offsets, probe: TimeProbe, final: bool = False,
+            max_rows: int | None = None) -> Offsets:
         """``end`` capped so that no partition is read past the slowest one's event time plus the drift.
 
         ``final``: the query stops at ``end`` (``Trigger.AvailableNow``): a partition with no input left there is
-        idle at once."""
+        idle at once. ``max_rows``: the batch's read limit (no partition's cut is looked for further)."""
         now = self.clock()
         spans = {(t, p): (begin.get(t, {}).get(p, 0), until) for t, parts in end.items() for p, until in parts.items()}
         with_input = {tp: span for tp, span in spans.items() if span[1] > span[0]}
@@ -91,7 +95,7 @@ class EventTimeAligner:
         caps = {tp: min(held for other, held in holding.items() if other != tp) + self.drift_ms
                 for tp in heads if any(other != tp for other in holding)}
         self.last_cap_ms = min(holding.values()) + self.drift_ms if holding else None
-        cuts = probe.first_offsets_after(caps) if caps else {}
+        cuts = probe.first_offsets_after(caps, {tp: spans[tp] for tp in caps}, max_rows) if caps else {}
         capped: Offsets = {topic: dict(parts) for topic, parts in end.items()}
         for (topic, partition), cut in cuts.items():
             start, until = spans[(topic, partition)]

@@ -235,7 +235,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for partition, offset in parts.items():
                 end.setdefault(topic, {}).setdefault(partition, offset)
         if self._aligner is not None and start is not None:  # Spark 4.1 without a known start: nothing to align to
-            end = self._aligner.cap(begin, end, self._time_probe(), final=self._target is not None)
+            end = self._aligner.cap(begin, end, self._time_probe(), final=self._target is not None,
+                                    max_rows=limit.max_rows if isinstance(limit, ReadMaxRows) else None)
         if isinstance(limit, ReadMaxRows):
             end = limit_rows(begin, end, limit.max_rows)
         self._planned_end = to_json(end)

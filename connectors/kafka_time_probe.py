@@ -3,6 +3,13 @@
 Runs on the driver, in the source's Python process, with one consumer of its own (no group, no commits), reading
 with the source's isolation level: a head is the first record a reader task would emit. Timestamps are the records'
 ``CreateTime`` in milliseconds.
+
+The cut (a partition's first offset past a time) comes from the broker's time index (``offsets_for_times``), checked
+against the record it names. The index cannot be trusted on a transactional topic whose records carry event times
+older than its transaction markers (a backfill, a replayed backlog: the broker stamps a marker when the
+transaction ends, and its search stops at the first batch stamped past the time asked, a marker): there the cut is
+found by reading the partition's records from the batch's start up to it, at most ``scan_limit`` of them (the
+batch's own limit), which the batch reads anyway.
 """
 
 from __future__ import annotations
@@ -57,14 +64,50 @@ class KafkaTimeProbe:
             found.update(self._last_records(starts, wanted))
         return found
 
-    def first_offsets_after(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def first_offsets_after(self, times: Mapping[TopicPartition, int],
+                            ranges: Mapping[TopicPartition, tuple[int, int]],
+                            scan_limit: int | None = None) -> dict[TopicPartition, int]:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         if not times:
             return {}
         asked = [KafkaTopicPartition(t, p, int(ms) + 1) for (t, p), ms in times.items()]
-        answered = self._client().offsets_for_times(asked, timeout=self.timeout_s)
-        return {(tp.topic, tp.partition): tp.offset for tp in answered if tp.offset >= 0}
+        hints = {(tp.topic, tp.partition): tp.offset
+                 for tp in self._client().offsets_for_times(asked, timeout=self.timeout_s)}
+        out: dict[TopicPartition, int] = {}
+        doubtful: dict[TopicPartition, int] = {}
+        checks = {tp: (hint, ranges[tp][1]) for tp, hint in hints.items() if ranges[tp][0] <= hint < ranges[tp][1]}
+        named = {tp: (offset, stamp) for tp, offset, stamp in self._scan(
+            {tp: hint for tp, (hint, _end) in checks.items()}, {tp: end for tp, (_hint, end) in checks.items()},
+            first_only=True)} if checks else {}
+        for tp, cap in times.items():
+            hint = hints.get(tp, -1)
+            if hint < 0 or hint >= ranges[tp][1]:
+                continue  # no batch in the range stamped past the cap, not even a marker: nothing to cut
+            if tp in named and named[tp] == (hint, named[tp][1]) and named[tp][1] > cap:
+                out[tp] = hint  # the index named a record stamped past the cap: records before it are not
+            else:
+                doubtful[tp] = cap
+        if doubtful:
+            out.update(self._cut_by_reading(doubtful, ranges, scan_limit))
+        return out
+
+    def _cut_by_reading(self, caps: Mapping[TopicPartition, int], ranges: Mapping[TopicPartition, tuple[int, int]],
+                        scan_limit: int | None) -> dict[TopicPartition, int]:
+        """The first offset of each partition whose record is stamped past its cap, read from the range's start; a
+        partition whose first ``scan_limit`` records are all within the cap is cut after them."""
+        starts = {tp: ranges[tp][0] for tp in caps}
+        ends = {tp: ranges[tp][1] for tp in caps}
+        if scan_limit is not None:
+            ends = {tp: min(end, starts[tp] + scan_limit) for tp, end in ends.items()}
+        cut: dict[TopicPartition, int] = {}
+        for tp, offset, stamp in self._scan(starts, ends, first_only=False):
+            if tp not in cut and stamp > caps[tp]:
+                cut[tp] = offset
+        for tp in caps:
+            if tp not in cut and scan_limit is not None and ends[tp] < ranges[tp][1]:
+                cut[tp] = ends[tp]  # the batch reads no more than the limit of this partition anyway
+        return cut
 
     def _first_records(self, starts: Mapping[TopicPartition, int],
                        ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:

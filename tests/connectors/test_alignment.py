@@ -22,10 +22,11 @@ class Log:
     def last_times(self, before):
         return {tp: self.times[tp][offset - 1] for tp, offset in before.items() if offset > 0}
 
-    def first_offsets_after(self, times):
+    def first_offsets_after(self, times, ranges, scan_limit=None):
         out = {}
         for tp, ms in times.items():
-            later = [offset for offset, stamp in enumerate(self.times[tp]) if stamp > ms]
+            begin, end = ranges[tp]
+            later = [offset for offset, stamp in enumerate(self.times[tp]) if stamp > ms and begin <= offset < end]
             if later:
                 out[tp] = later[0]
         return out
