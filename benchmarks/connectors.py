@@ -18,7 +18,10 @@ query that falls behind and catches up does not. Cases:
 - ``builtin_source_files``: Spark's built-in ``kafka`` source -> ``spark-files`` (skipped if its jars cannot load);
 - ``source_builtin_kafka_sink``: ``streamcert-kafka`` -> Spark's at-least-once ``kafka`` sink;
 - ``source_kafka_2pc``: ``streamcert-kafka`` -> ``streamcert-kafka-2pc`` (stage + copy: every row written twice);
-- ``source_pg_2pc``: ``streamcert-kafka`` -> ``streamcert-pg-2pc`` (COPY into prepared transactions).
+- ``source_pg_2pc``: ``streamcert-kafka`` -> ``streamcert-pg-2pc`` (COPY into prepared transactions);
+- ``skewed_source_files`` and ``aligned_source_files``: ``streamcert-kafka`` -> ``spark-files`` on a skewed backlog
+  (SRC-11's: the last partition two hours ahead in event time), without and with event-time alignment
+  (``maxAllowedDriftMs``): what alignment costs a backlog (the probe's reads, the batches that hold a partition back).
 
 Ratios compare cases measured in the same run, since absolute timings on shared machines drift. ``streamcert
 bench`` measures the other figure, the rate a pipeline sustains under an open-loop load.
@@ -50,7 +53,11 @@ SPARK_CASES: dict[str, tuple[str, str]] = {
     "source_builtin_kafka_sink": ("streamcert-kafka", "spark-kafka-sink"),
     "source_kafka_2pc": ("streamcert-kafka", "streamcert-kafka-2pc"),
     "source_pg_2pc": ("streamcert-kafka", "streamcert-pg-2pc"),
+    "skewed_source_files": ("streamcert-kafka", "spark-files"),
+    "aligned_source_files": ("streamcert-kafka", "spark-files"),
 }
+#: Cases on SRC-11's skewed backlog; value: the drift bound asked for (None: no alignment).
+_SKEWED_CASES: dict[str, int | None] = {"skewed_source_files": None, "aligned_source_files": 15 * 60 * 1000}
 ALL_CASES = ("raw_consume", *SPARK_CASES)
 #: A drain reads its backlog in about this many batches: enough after the first (start-up) one to time.
 BATCHES_PER_DRAIN = 20
@@ -61,6 +68,7 @@ _RATIOS = {
     "kafka_2pc_vs_builtin_kafka_sink": ("source_kafka_2pc", "source_builtin_kafka_sink"),
     "kafka_2pc_vs_source_files": ("source_kafka_2pc", "source_files"),
     "pg_2pc_vs_source_files": ("source_pg_2pc", "source_files"),
+    "aligned_vs_unaligned_skewed": ("aligned_source_files", "skewed_source_files"),
 }
 #: The built-in Kafka connector's cases: skipped, with the reason, where its jars cannot be had.
 _BUILTIN_CASES = ("builtin_source_files", "source_builtin_kafka_sink")
@@ -68,16 +76,23 @@ _BUILTIN_CASES = ("builtin_source_files", "source_builtin_kafka_sink")
 
 def drain_scenario(case: str, records: int, record_bytes: int, partitions: int, seed: int = 1):
     """The scenario of Spark case ``case``: the whole workload in the input before the query starts, read with
-    ``Trigger.AvailableNow``, no faults."""
+    ``Trigger.AvailableNow``, no faults (a skewed case's records stamped with SRC-11's event times)."""
     from streamcert.harness.run.workload import WorkloadSpec
     from streamcert.harness.scenario import Scenario
+    from streamcert.spi.connector import DRIFT_OPTION
 
     source, sink = SPARK_CASES[case]
+    skew = {}
+    options: dict[str, Any] = {"max_records_per_batch": max(100, -(-records // BATCHES_PER_DRAIN))}
+    if case in _SKEWED_CASES:
+        step = max(1, 2 * 3600 * 1000 * partitions // records)  # each partition's records span about 2 h
+        skew = {"event_time_step_ms": step, "event_time_lead_ms": 2 * 3600 * 1000}
+        if _SKEWED_CASES[case] is not None:
+            options[DRIFT_OPTION] = _SKEWED_CASES[case]
     return Scenario(name=f"drain-{case}", source=source, sink=sink, trigger="available_now", load_before_start=True,
                     workload=WorkloadSpec(total=records, keys=1000, partitions=partitions, record_bytes=record_bytes,
-                                          aborted_fraction=0.0, transaction_records=10_000, seed=seed),
-                    options={"max_records_per_batch": max(100, -(-records // BATCHES_PER_DRAIN))},
-                    parallelism=2, quiet_timeout_s=120.0, settle_s=5.0)
+                                          aborted_fraction=0.0, transaction_records=10_000, seed=seed, **skew),
+                    options=options, parallelism=2, quiet_timeout_s=120.0, settle_s=5.0)
 
 
 def drain_figures(events: list[dict[str, Any]]) -> dict[str, Any] | None:

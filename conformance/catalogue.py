@@ -42,8 +42,6 @@ EVIDENCE_CHECKS = {
     "progress": "the query's progress events: batches keep committing (no stall) and report input rows and rates",
     "query_failures": "the driver's events: no attempt's query terminated with an exception of its own (a query "
                       "that crashes when it resumes from its checkpoint has not resumed)",
-    "event_time_drift": "the event times the source emits per batch: the spread between partitions stays within "
-                        "the claimed bound",
     "leftovers": "the sink's participant after the run: no prepared transaction or staged data of a failed attempt "
                  "is left, and none is visible",
     "fencing": "a zombie task attempt's late write after a newer attempt committed is refused and invisible",

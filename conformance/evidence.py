@@ -2,8 +2,8 @@
 run: its history, the driver's progress events, and (``leftovers``) the sink's participant after the run.
 
 Each returns a :class:`~streamcert.harness.verify.checkers.CheckResult` (valid / invalid / unknown, counts, first
-violations), like the output checkers. A check this version cannot decide yet returns ``unknown`` with the reason:
-never a pass. Called in the harness's process by :mod:`streamcert.conformance.certify`, after each run and
+violations), like the output checkers. A check that cannot decide returns ``unknown`` with the reason: never a
+pass. Called in the harness's process by :mod:`streamcert.conformance.certify`, after each run and
 (``leftovers``) while the stack still runs.
 """
 
@@ -23,7 +23,7 @@ from streamcert.harness.verify.evidence import query_failures
 
 __all__ = ["RunEvidence", "KILL_FAULTS", "kills_struck", "cells_reached",
            "faults_happened", "progress", "admission", "clean_stop", "assignment", "end_offsets", "option_errors",
-           "leftovers", "not_judged", "evidence_check", "read_driver_events"]
+           "leftovers", "evidence_check", "read_driver_events"]
 
 #: The fault kinds that kill the driver.
 KILL_FAULTS = FAULT_FAMILIES["driver-kill"]
@@ -427,17 +427,10 @@ def loss_seen(evidence: RunEvidence) -> CheckResult:
                    "no acknowledged record was lost: the harness did not see the loss the unsafe settings allow")
 
 
-def not_judged(name: str) -> Callable[[RunEvidence], CheckResult]:
-    def judge(_evidence: RunEvidence) -> CheckResult:
-        return _result(name, UNKNOWN, {}, [], f"this version of streamcert cannot decide {name} yet")
-    return judge
-
-
 _EVIDENCE: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "progress": progress, "admission": admission, "clean_stop": clean_stop, "leftovers": leftovers,
     "assignment": assignment, "end_offsets": end_offsets, "option_errors": option_errors,
     "fencing": fencing, "loss_seen": loss_seen, "query_failures": lambda run: query_failures(run.driver_events),
-    **{name: not_judged(name) for name in ("event_time_drift",)},
 }
 
 

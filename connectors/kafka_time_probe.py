@@ -30,7 +30,10 @@ class KafkaTimeProbe:
                  timeout_s: float) -> None:
         self.conf = {"bootstrap.servers": bootstrap_servers, "group.id": "streamcert-kafka-alignment",
                      "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation_level,
-                     "auto.offset.reset": "earliest", **kafka_conf}
+                     "auto.offset.reset": "earliest",
+                     # a probe reads a record or a few from each partition, often at its end: the broker's default
+                     # 500 ms wait for more data would be paid on every batch
+                     "fetch.wait.max.ms": 5, **kafka_conf}
         self.timeout_s = timeout_s
         self._consumer: Any = None
 

@@ -72,3 +72,12 @@ def test_a_small_run_measures_every_case_and_their_ratios(tmp_path):
     for name, case in report["cases"].items():
         if name != "raw_consume":
             assert all(run["valid"] is True and run["checks"]["lost"] is True for run in case["runs"]), case
+
+
+def test_the_skewed_cases_read_the_same_skewed_backlog_one_of_them_aligned():
+    from streamcert.spi.connector import DRIFT_OPTION
+
+    plain, aligned = (drain_scenario(case, 12_000, 100, 4) for case in ("skewed_source_files", "aligned_source_files"))
+    assert plain.workload == aligned.workload and plain.workload.event_time_lead_ms == 2 * 3600 * 1000
+    assert plain.workload.event_time_step_ms * 3000 >= 2 * 3600 * 1000 - 2400  # each partition spans about 2 h
+    assert DRIFT_OPTION not in plain.options and aligned.options[DRIFT_OPTION] > 0
