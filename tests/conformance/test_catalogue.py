@@ -16,10 +16,12 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.registry import kinds
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.verify.checkers import AggregatorBatchChecker, exactly_once_checkers
+from streamcert.harness.verify.event_time import EventTimeDriftChecker
 
 SPEC_IDS = ([f"SRC-{n}" for n in range(1, 12)] + [f"SNK-{n}" for n in range(1, 9)]
             + [f"AGG-{n}" for n in range(1, 7)] + [f"GEN-{n}" for n in range(1, 4)])
-OUTPUT_CHECKERS = {checker.name for checker in exactly_once_checkers()} | {AggregatorBatchChecker.name}
+OUTPUT_CHECKERS = ({checker.name for checker in exactly_once_checkers()}
+                   | {AggregatorBatchChecker.name, EventTimeDriftChecker.name})
 
 
 def test_every_requirement_of_the_spec_is_in_the_catalogue_once():
