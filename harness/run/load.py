@@ -216,6 +216,11 @@ def _validate(spec: WorkloadSpec, duration_s: float, users: int) -> None:
         raise ConfigurationError(
             f"Open-loop load does not write transactions; the spec has aborted_fraction={spec.aborted_fraction}.",
             hint="Use aborted_fraction=0 here, and workload.load_topic for input with aborted records.")
+    if spec.has_event_times:
+        raise ConfigurationError(
+            "Open-loop load stamps records with the time they are produced; the spec asks for event times "
+            f"(event_time_step_ms={spec.event_time_step_ms}, event_time_lead_ms={spec.event_time_lead_ms}).",
+            hint="Use workload.load_topic (paced by WorkloadSpec.rate) for a skewed backlog.")
     if users > spec.keys:
         raise ConfigurationError(
             f"Open-loop load gives each key to one user, so {users} users need at least {users} keys; "

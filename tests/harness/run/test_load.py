@@ -47,6 +47,7 @@ def test_stats_csv_without_requests_has_no_latency_and_without_total_is_refused(
     ({"duration_s": float("inf")}, "duration_s=inf"),
     ({"spec": WorkloadSpec(rate=None)}, "rate=None"),
     ({"spec": WorkloadSpec(rate=10.0, aborted_fraction=0.1)}, "aborted_fraction=0.1"),
+    ({"spec": WorkloadSpec(rate=10.0, event_time_lead_ms=5)}, "event_time_lead_ms=5"),
     ({"spec": WorkloadSpec(rate=10.0, keys=2), "users": 3}, "keys=2"),
     ({"spec": WorkloadSpec(rate=-1.0)}, "rate=-1.0"),
 ])

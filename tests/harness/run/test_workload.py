@@ -174,3 +174,20 @@ def test_bulk_load_with_aborted_transactions_matches_what_read_committed_returns
         assert (by_id.loc[record_id, "partition"], by_id.loc[record_id, "offset"]) == (partition, offset)
     everything = decode_values([value for *_rest, value in read_topic(bootstrap, topic, "read_uncommitted")])
     assert set(everything["id"]) == set(range(3000))
+
+
+def test_event_times_space_each_partition_s_records_and_put_the_last_partition_ahead_ending_at_the_given_time():
+    from streamcert.harness.run.workload import event_times
+
+    spec = WorkloadSpec(total=90, keys=9, partitions=3, seed=3, event_time_step_ms=1000, event_time_lead_ms=60_000)
+    records = plan(spec)
+    stamps = pd.Series(event_times(records, spec, end_ms=1_000_000), index=records.index)
+    assert stamps.max() == 1_000_000
+    for partition, rows in records.groupby("partition"):
+        times = stamps[rows.index].to_numpy()
+        assert (np.diff(times) == 1000).all()  # in id order, a step apart
+        assert times[0] == stamps.max() - (len(stamps[records["partition"] == 2]) - 1) * 1000 - 60_000 + (
+            60_000 if partition == 2 else 0)
+    assert event_times(records, WorkloadSpec(total=90), end_ms=5) is None  # none asked: the producer stamps them
+    with pytest.raises(ConfigurationError, match="event_time"):
+        WorkloadSpec(event_time_step_ms=-1).validate()
