@@ -187,7 +187,7 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Read a topic with fewer partitions than reader tasks, some of them empty.",
          "Batches keep committing and every record is delivered.", runs=("rescale",), checks=("progress", "lost")),
     _req("SRC-11", "Event-time drift between partitions stays within the claimed bound.",
-         "Produce a skewed backlog (the last partition's records minutes ahead in event time of the others', records "
+         "Produce a skewed backlog (the last partition's records hours ahead in event time of the others', records "
          "arriving while the query runs) and read it with the source's alignment bound set (the run's option "
          "max_event_time_drift_ms); kill the driver once while the leading partition is held back.",
          "Per batch, the spread of the partitions' event-time watermarks (the latest event time each delivered, "

@@ -339,8 +339,9 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
 
 
 #: SRC-11's skewed backlog: three partitions of records 20 s apart in event time, the last one two hours ahead of
-#: the others (seed 001's "one partition far ahead"), arriving while the query reads; the drift bound the source is
-#: asked for, a quarter of the lead: the leading partition is held back for ten batches of the others' backlog.
+#: the others (seed 001's "one partition far ahead"), fed while the query reads; the drift bound the source is asked
+#: for, an eighth of the lead: the leading partition is held back for the others' first 315 records each, more than
+#: the kill's batches read.
 SKEW_STEP_MS = 20_000
 SKEW_LEAD_MS = 2 * 3600 * 1000
 SKEW_DRIFT_MS = 15 * 60 * 1000
@@ -348,16 +349,16 @@ SKEW_DRIFT_MS = 15 * 60 * 1000
 
 def _skew_run(ref: str, connector: Connector, seed: int) -> PlannedRun:
     """SRC-11: the skewed backlog read with the alignment bound set (:data:`DRIFT_OPTION`), the driver killed once
-    in a steady batch while the leading partition is still held back: the bound must hold across the restart."""
+    in a steady batch while the leading partition is still held back: the bound must hold across the restart. The
+    input is fed as the query reads (a source that reads fast must still have batches for the kill to strike)."""
     rng = _rng(seed, connector, "skew")
     kill = ("driver_kill_moment", "driver", {"moment": "just_committed", "batch_class": "steady",
                                              "fraction": round(rng.uniform(0.1, 0.9), 3)}, 0.0)
     return _planned(ref, connector, "skew", Scenario(
         name=f"{connector.name}-skew", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60, DRIFT_OPTION: SKEW_DRIFT_MS},
-        workload=_workload(rng, 1500, partitions=3, rate=100.0, event_time_step_ms=SKEW_STEP_MS,
-                           event_time_lead_ms=SKEW_LEAD_MS),
-        schedule=_chain([kill]), faults_after_output=1, quiet_timeout_s=_QUIET_S))
+        workload=_workload(rng, 1500, partitions=3, event_time_step_ms=SKEW_STEP_MS, event_time_lead_ms=SKEW_LEAD_MS),
+        feed_batches_ahead=_FEED_AHEAD, schedule=_chain([kill]), faults_after_output=1, quiet_timeout_s=_QUIET_S))
 
 
 def _network_runs(ref: str, connector: Connector, seed: int, pipeline: dict[str, str], workload: Callable,
