@@ -76,7 +76,7 @@ class EventTimeAligner:
 
     def cap(self, begin: Offsets, end: Offsets, probe: TimeProbe, final: bool = False,
             max_rows: int | None = None) -> Offsets:
-        """``end`` capped so that no partition is read past the slowest one's event time plus the drift.
+        """``end`` capped so that no partition is read past the other partitions' heads (or holds) plus the drift.
 
         ``final``: the query stops at ``end`` (``Trigger.AvailableNow``): a partition with no input left there is
         idle at once. ``max_rows``: the batch's read limit (no partition's cut is looked for further)."""

@@ -87,7 +87,8 @@ class KafkaTimeProbe:
             hint = hints.get(tp, -1)
             if hint < 0 or hint >= ranges[tp][1]:
                 continue  # no batch in the range stamped past the cap, not even a marker: nothing to cut
-            if tp in named and named[tp] == (hint, named[tp][1]) and named[tp][1] > cap:
+            offset, stamp = named.get(tp, (None, None))
+            if offset == hint and stamp > cap:
                 out[tp] = hint  # the index named a record stamped past the cap: records before it are not
             else:
                 doubtful[tp] = cap
