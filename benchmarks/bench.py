@@ -58,6 +58,8 @@ _MAX_TOOTH_S = 10
 _TEETH_PER_PROBE = 10
 #: ... but no longer than this.
 _LONGEST_PROBE_S = 75.0
+#: Producers of a case's open-loop load (spread over one locust process per core).
+_LOAD_USERS = 2
 #: The first part of the load is warm-up (the first batches pay Python worker start-up).
 _WARM_UP_FRACTION = 0.2
 #: Records (outside the ledger) the query reads before the load starts: the figures leave Spark's start-up out.
@@ -188,7 +190,7 @@ def scenario_for(case: BenchCase, settings: BenchSettings, rate: float, duration
         name=f"bench-{case.name}", source=case.source, sink=case.sink, kafka_path=case.kafka_path,
         workload=WorkloadSpec(total=total, keys=settings.keys, partitions=settings.partitions,
                               record_bytes=settings.record_bytes, rate=rate, seed=seed),
-        load="open_loop", load_duration_s=duration_s, load_users=2, warm_up_records=_WARM_UP_RECORDS,
+        load="open_loop", load_duration_s=duration_s, load_users=_LOAD_USERS, warm_up_records=_WARM_UP_RECORDS,
         schedule=list(settings.faults) if with_faults else [], parallelism=2,
         faults_after_output=_WARM_UP_RECORDS + 1,  # a fault's at_s counts from the load's first visible record
         options={"max_records_per_batch": max(1000, int(rate * 2))}, quiet_timeout_s=60.0, settle_s=5.0)
@@ -531,7 +533,8 @@ def _measure_all(env: Any, settings: BenchSettings, cases: list[BenchCase], out:
         progress(f"repeat {repeat + 1}/{settings.repeats}: raw ceiling")
         try:
             ceiling = measure_raw_ceiling(direct, settings.record_bytes, settings.partitions,
-                                          records=50_000 if settings.quick else 200_000).as_dict()
+                                          records=50_000 if settings.quick else 200_000,
+                                          load=(env.endpoints.bootstrap_servers or direct, _LOAD_USERS)).as_dict()
         except Exception as exc:  # noqa: BLE001 - a case's numbers stand without it; the ratio says unknown
             ceiling = {"error": f"{type(exc).__name__}: {exc}"}
         results["raw_ceiling"]["runs"].append(ceiling)
@@ -560,8 +563,8 @@ def _measure_all(env: Any, settings: BenchSettings, cases: list[BenchCase], out:
 def _summarize_ceiling(raw: dict[str, Any]) -> None:
     ceilings = [c for c in raw["runs"] if "error" not in c]
     for figure in ("produce_records_per_s", "consume_records_per_s", "produce_mb_per_s", "consume_mb_per_s",
-                   "observer_records_per_s"):
-        raw[figure] = _spread([c[figure] for c in ceilings])
+                   "observer_records_per_s", "load_generator_records_per_s"):
+        raw[figure] = _spread([c.get(figure) for c in ceilings])
 
 
 def _rate_for(env: Any, case: BenchCase, settings: BenchSettings, results: dict[str, Any], out: Path,

@@ -127,13 +127,15 @@ def _raw(results: dict[str, Any]) -> str:
     errors = [run["error"] for run in runs if "error" in run]
     cells = "".join(f"<td>{_spread(raw.get(k), 1 if 'mb' in k else 0)}</td>" for k in (
         "produce_records_per_s", "produce_mb_per_s", "consume_records_per_s", "consume_mb_per_s",
-        "observer_records_per_s"))
+        "observer_records_per_s", "load_generator_records_per_s"))
     note = f'<p class="bad-text">{escape(errors[0])}</p>' if errors else ""
     return ("<h2>Raw ceiling of this machine</h2><p class=\"muted\">librdkafka straight to the broker (no Spark, no "
             "proxy), measured in every repeat; and the harness's own Kafka observer (what stamps each output "
-            "record visible) reading the same records alone: a case near its rate measures the observer too."
-            "</p><table><tr><th>produce records/s</th><th>produce MB/s</th>"
-            "<th>consume records/s</th><th>consume MB/s</th><th>observer records/s</th></tr>"
+            "record visible) reading the same records alone: a case near its rate measures the observer too; and "
+            "the open-loop load generator alone, asked for more than it can send through the cases' link: a case "
+            "near its rate measures the generator.</p><table><tr><th>produce records/s</th><th>produce MB/s</th>"
+            "<th>consume records/s</th><th>consume MB/s</th><th>observer records/s</th>"
+            "<th>load generator records/s</th></tr>"
             f"<tr>{cells}</tr></table>{note}")
 
 

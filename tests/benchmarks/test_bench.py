@@ -220,7 +220,7 @@ def _bench_results() -> dict:
     slow_output, slow_ledger, _ = _run(rate=300, seconds=12, delay_s=1.7)
     slow = measure_run(slow_output, slow_ledger, history, rate=300, record_bytes=100)
     raw = [{"produce_records_per_s": 80000.0, "consume_records_per_s": 150000.0, "produce_mb_per_s": 8.0,
-            "consume_mb_per_s": 15.0, "observer_records_per_s": 61000.0}]
+            "consume_mb_per_s": 15.0, "observer_records_per_s": 61000.0, "load_generator_records_per_s": 123456.0}]
     cases = {}
     for name, run in (("reference", slow), ("builtin", figures)):
         run = {**run, "faults": [{"fault": "down", "target": "kafka", "start_s": 4.0, "stop_s": 7.0}],
@@ -232,7 +232,9 @@ def _bench_results() -> dict:
             "settings": BenchSettings(rate=300, duration_s=12, repeats=1).as_dict(), "command": "streamcert bench",
             "raw_ceiling": {"runs": raw, "consume_records_per_s": {"median": 150000.0, "min": 150000.0,
                                                                    "max": 150000.0, "n": 1},
-                            "observer_records_per_s": {"median": 61000.0, "min": 61000.0, "max": 61000.0, "n": 1}},
+                            "observer_records_per_s": {"median": 61000.0, "min": 61000.0, "max": 61000.0, "n": 1},
+                            "load_generator_records_per_s": {"median": 123456.0, "min": 123456.0, "max": 123456.0,
+                                                             "n": 1}},
             "cases": cases, "comparisons": comparisons(cases), "rate_search": {
                 "builtin": {"max_rate": 4000, "probes": [{"rate": 1000, "sustained": True},
                                                          {"rate": 8000, "sustained": False}]}},
@@ -251,7 +253,7 @@ def test_the_page_has_every_section_and_the_numbers_of_the_json():
     assert f"<b>{builtin['latency_ms']['p99']:,.1f}</b>" in page
     ratio = results["comparisons"]["reference_vs_builtin"]["latency_p99_ms"]["median"]
     assert f"<b>{ratio:,.3f}</b>" in page
-    assert "down: 2.5 s" in page and "150,000" in page and "61,000" in page
+    assert "down: 2.5 s" in page and "150,000" in page and "61,000" in page and "123,456" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # opens with no network
     assert "<script" not in page
 

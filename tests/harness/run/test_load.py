@@ -3,42 +3,39 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.stack.kafka_clients import create_topic, read_topic
-from streamcert.harness.run.load import parse_stats_csv, planned_records, run_open_loop
+from streamcert.harness.run.load import planned_records, produce_figures, run_open_loop
 from streamcert.harness.run.workload import WorkloadSpec, decode_values
 
-_STATS_CSV = """\
-Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,\
-Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%
-kafka,produce,1998,2,3,3.41,0.61,27.9,80.0,399.2,0.4,3,4,4,4,5,6,8,11,27,28,28
-,Aggregated,1998,2,3,3.41,0.61,27.9,80.0,399.2,0.4,3,4,4,4,5,6,8,11,27,28,28
-"""
-
-_EMPTY_STATS_CSV = """\
-Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,\
-Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%
-,Aggregated,0,0,0,0,0,0,0,0.0,0.0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A
-"""
+def _ledger(produced, acked, status):
+    return pd.DataFrame({"produced_at": produced, "acked_at": acked, "status": status})
 
 
-def test_stats_csv_gives_counts_rate_and_latency_percentiles():
-    stats = parse_stats_csv(_STATS_CSV)
-    assert (stats.requests, stats.failures, stats.achieved_rate) == (1998, 2, 399.2)
-    assert stats.latency_ms == {"p50": 3.0, "p95": 6.0, "p99": 11.0, "max": 27.9}
+def test_figures_come_from_every_records_own_times():
+    produced = [10.0, 10.5, 11.0, 11.5, 12.0]
+    acked = [10.002, 10.504, 11.010, np.nan, 12.001]
+    figures = produce_figures(_ledger(produced, acked, ["acked"] * 3 + ["indeterminate", "acked"]))
+    assert (figures["requests"], figures["failures"]) == (5, 1)
+    assert figures["achieved_rate"] == pytest.approx(2.0)  # 4 records after the first in 2 s
+    assert figures["latency_ms"]["max"] == pytest.approx(10.0)
+    assert figures["latency_ms"]["p50"] == pytest.approx(3.0)
 
 
-def test_stats_csv_without_requests_has_no_latency_and_without_total_is_refused():
-    stats = parse_stats_csv(_EMPTY_STATS_CSV)
-    assert (stats.requests, stats.failures) == (0, 0)
-    assert stats.latency_ms == {"p50": None, "p95": None, "p99": None, "max": None}
-    with pytest.raises(ValueError, match="Aggregated"):
-        parse_stats_csv(_STATS_CSV.splitlines()[0] + "\n")
+def test_figures_of_an_empty_or_single_record_ledger_have_no_rate_and_no_latency():
+    empty = produce_figures(_ledger([], [], []))
+    assert (empty["requests"], empty["failures"], math.isnan(empty["achieved_rate"])) == (0, 0, True)
+    assert empty["latency_ms"] == {"p50": None, "p95": None, "p99": None, "max": None}
+    unacked = produce_figures(_ledger([1.0], [np.nan], ["indeterminate"]))
+    assert unacked["failures"] == 1 and unacked["latency_ms"]["p99"] is None
 
 
 @pytest.mark.parametrize("changes, needle", [
@@ -50,6 +47,8 @@ def test_stats_csv_without_requests_has_no_latency_and_without_total_is_refused(
     ({"spec": WorkloadSpec(rate=10.0, event_time_lead_ms=5)}, "event_time_lead_ms=5"),
     ({"spec": WorkloadSpec(rate=10.0, keys=2), "users": 3}, "keys=2"),
     ({"spec": WorkloadSpec(rate=-1.0)}, "rate=-1.0"),
+    ({"users": 2, "spec": WorkloadSpec(rate=10.0, keys=4), "processes": 3}, "processes=3"),
+    ({"processes": 0}, "processes=0"),
 ])
 def test_bad_parameters_fail_fast_before_locust_starts(changes, needle, tmp_path):
     args = {"bootstrap": "127.0.0.1:1", "topic": "t", "spec": WorkloadSpec(rate=10.0), "duration_s": 1.0,
@@ -135,6 +134,6 @@ def test_a_load_generator_that_cannot_start_fails_with_locusts_evidence(stack, t
     create_topic(bootstrap, topic, 1)
     began = time.monotonic()
     with pytest.raises(StartupFailed) as info:
-        run_open_loop(bootstrap, topic, spec, 30.0, 1, tmp_path, producer_conf={"no.such.property": "1"})
+        run_open_loop(bootstrap, topic, spec, 30.0, 2, tmp_path, producer_conf={"no.such.property": "1"})
     assert "exited with code" in str(info.value) and "no.such.property" in str(info.value)
     assert time.monotonic() - began < 20.0
