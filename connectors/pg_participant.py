@@ -8,7 +8,7 @@ can be committed later by the driver, from another connection, even after a cras
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -17,7 +17,7 @@ from psycopg import sql
 from .twophase import DecisionLog, Participant, TxnId
 
 __all__ = ["DECISIONS_TABLE", "MARKERS_TABLE", "PostgresParticipant", "PostgresDecisionLog", "prepare_rows",
-           "ensure_table", "SPARK_TO_PG"]
+           "arrow_rows", "ensure_table", "SPARK_TO_PG"]
 
 DECISIONS_TABLE = "streamcert_2pc_decisions"
 #: One row per prepared transaction, written inside it: after COMMIT PREPARED says "no such transaction",
@@ -46,6 +46,12 @@ def ensure_table(dsn: str, table: str, columns: Sequence[tuple[str, str]]) -> No
             "txn_ids text[] not null, decided_at timestamptz not null default now(), "
             "primary key (sink_id, batch_id))").format(_ident(DECISIONS_TABLE)))
         conn.execute(sql.SQL("create table if not exists {} (gid text primary key)").format(_ident(MARKERS_TABLE)))
+
+
+def arrow_rows(batches: Iterable[Any]) -> Iterator[tuple]:
+    """Executor: the rows of Arrow record batches as tuples of Python values, columns in the batch's order."""
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
 
 def prepare_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], txn: TxnId) -> int:

@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
+from streamcert.connectors.pg_participant import arrow_rows
 from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage
 
 __all__ = ["CONNECTOR"]
@@ -27,8 +28,8 @@ class _Writer(PostgresStreamWriter):
             copy_sql = sql.SQL("copy {} ({}) from stdin").format(
                 sql.Identifier(self.table), sql.SQL(", ").join(sql.Identifier(c) for c in self.columns))
             with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
-                for row in iterator:
-                    copy.write_row(tuple(row))
+                for row in arrow_rows(iterator):
+                    copy.write_row(row)
                     rows += 1
         return PreparedMessage([], rows)
 

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from streamcert.connectors.declarations import PostgresTwoPhaseSinkUnderTest
-from streamcert.connectors.pg_participant import (DECISIONS_TABLE, PostgresDecisionLog, prepare_rows)
+from streamcert.connectors.pg_participant import DECISIONS_TABLE, PostgresDecisionLog, arrow_rows, prepare_rows
 from streamcert.connectors.pg_sink import PostgresStreamWriter, PostgresTwoPhaseSink, PreparedMessage
 from streamcert.connectors.twophase import TxnId
 
@@ -41,7 +41,7 @@ class _Writer(PostgresStreamWriter):
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
         # BUG: no look at the decision log: a replayed batch is prepared again
         txn = TxnId.new(self.sink_id, batch_id, context.partitionId(), context.attemptNumber())
-        rows = prepare_rows(self.dsn, self.table, self.columns, (tuple(row) for row in iterator), txn)
+        rows = prepare_rows(self.dsn, self.table, self.columns, arrow_rows(iterator), txn)
         return PreparedMessage([str(txn)], rows)
 
 

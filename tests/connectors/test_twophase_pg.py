@@ -7,7 +7,8 @@ import uuid
 import psycopg
 import pytest
 
-from streamcert.connectors.pg_participant import PostgresDecisionLog, PostgresParticipant, ensure_table, prepare_rows
+from streamcert.connectors.pg_participant import (PostgresDecisionLog, PostgresParticipant, arrow_rows, ensure_table,
+                                                 prepare_rows)
 from streamcert.connectors.twophase import Coordinator, TxnId, in_commit_order, validate_sink_id
 from streamcert.harness.errors import ConfigurationError
 
@@ -25,6 +26,23 @@ def test_transactions_commit_by_batch_then_partition_as_numbers_not_text():
                                                                                             (3, 10)]
     assert ordered[4] == "someone-else's"
     assert sorted(ids) != ordered[:4]  # as text, partition 10 would commit before partition 2
+
+
+def test_arrow_batches_become_rows_of_python_values_in_column_order():
+    import datetime
+
+    import pyarrow as pa
+
+    moment = datetime.datetime(2026, 11, 28, 5, 0, tzinfo=datetime.timezone.utc)
+    first = pa.RecordBatch.from_pydict({"id": pa.array([1, 2], pa.int64()), "name": ["a", None],
+                                        "body": pa.array([b"x", b""], pa.binary()),
+                                        "at": pa.array([moment, None], pa.timestamp("us", tz="UTC"))})
+    second = pa.RecordBatch.from_pydict({"id": pa.array([3], pa.int64()), "name": ["c"],
+                                         "body": pa.array([None], pa.binary()),
+                                         "at": pa.array([moment], pa.timestamp("us", tz="UTC"))})
+    assert list(arrow_rows(iter([first, second]))) == [(1, "a", b"x", moment), (2, None, b"", None),
+                                                      (3, "c", None, moment)]
+    assert list(arrow_rows(iter([]))) == []
 
 
 def test_sink_ids_are_checked():
