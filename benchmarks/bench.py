@@ -42,7 +42,7 @@ from streamcert.benchmarks.rate_search import Probe, confirm_rate, find_max_rate
 from streamcert.harness.errors import ConfigurationError
 
 __all__ = ["BENCH_SCHEMA_VERSION", "BenchCase", "BenchSettings", "CASES", "COMPARISONS", "DEFAULT_CASES",
-           "load_bound", "resolve_cases", "measure_run", "summarize_repeats", "run_bench",
+           "admission_cap", "load_bound", "resolve_cases", "measure_run", "summarize_repeats", "run_bench",
            "with_derived_figures"]
 
 BENCH_SCHEMA_VERSION = 1
@@ -60,6 +60,8 @@ _TEETH_PER_PROBE = 10
 _LONGEST_PROBE_S = 75.0
 #: Producers of a case's open-loop load (spread over one locust process per core).
 _LOAD_USERS = 2
+#: Seconds of load a case's micro-batch may admit (:func:`admission_cap`).
+_ADMITTED_SECONDS = 10
 #: The first part of the load is warm-up (the first batches pay Python worker start-up).
 _WARM_UP_FRACTION = 0.2
 #: Records (outside the ledger) the query reads before the load starts: the figures leave Spark's start-up out.
@@ -193,7 +195,14 @@ def scenario_for(case: BenchCase, settings: BenchSettings, rate: float, duration
         load="open_loop", load_duration_s=duration_s, load_users=_LOAD_USERS, warm_up_records=_WARM_UP_RECORDS,
         schedule=list(settings.faults) if with_faults else [], parallelism=2,
         faults_after_output=_WARM_UP_RECORDS + 1,  # a fault's at_s counts from the load's first visible record
-        options={"max_records_per_batch": max(1000, int(rate * 2))}, quiet_timeout_s=60.0, settle_s=5.0)
+        options={"max_records_per_batch": admission_cap(rate)}, quiet_timeout_s=60.0, settle_s=5.0)
+
+
+def admission_cap(rate: float) -> int:
+    """Records a micro-batch of a case may read at ``rate``: :data:`_ADMITTED_SECONDS` of load, so the cap never sets
+    the rate a case sustains (a pipeline whose batches take longer than the cap's seconds falls behind on its own).
+    A cap of two seconds of load measured the pipeline that commits slower at its cap, not at its ceiling."""
+    return max(1000, int(math.ceil(rate * _ADMITTED_SECONDS)))
 
 
 def _per_second(times: np.ndarray, origin: float, seconds: int) -> np.ndarray:

@@ -354,3 +354,12 @@ def test_rate_search_probes_last_ten_teeth_of_the_sawtooth_the_sustained_probes_
     assert asked[0] == (1000.0, 20.0)  # nothing known yet about its batches
     probes = asked[1:]
     assert probes and {duration for _, duration in probes} == {37.5 if quick else 60.0}
+
+
+def test_a_cases_batches_may_admit_ten_seconds_of_load_so_the_cap_never_sets_its_rate():
+    from streamcert.benchmarks.bench import admission_cap, scenario_for
+
+    assert admission_cap(300) == 3000 and admission_cap(20) == 1000 and admission_cap(1234.5) == 12345
+    scenario = scenario_for(CASES["reference"], BenchSettings(rate=2500, duration_s=12, repeats=1), 2500, 12, 1)
+    assert scenario.options["max_records_per_batch"] == 25_000  # two seconds' worth held a slow-committing case back
+    assert scenario.load_users == 2
