@@ -38,6 +38,7 @@ committed decision record of the sink says a batch >= N".
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -67,6 +68,7 @@ _STAGING_RETENTION_MS = 24 * 3600 * 1000
 _STAGING_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _producers: dict[tuple, Producer] = {}
 _producers_lock = threading.Lock()
+_consumers: dict[tuple, Consumer] = {}  # idle consumers the driver's commits take turns with
 
 
 @dataclass(frozen=True)
@@ -428,6 +430,34 @@ def _consumer(options: SinkOptions) -> Consumer:
         "max.partition.fetch.bytes": 10485760, "fetch.wait.max.ms": 10, "topic.metadata.refresh.interval.ms": 60000}))
 
 
+def _watermarks_consumer(options: SinkOptions) -> Consumer:
+    return Consumer(client_conf(options.bootstrap_servers, **{
+        "group.id": f"sc2pc-{options.sink_id}-watermarks", "isolation.level": "read_uncommitted",
+        "enable.auto.commit": False}))
+
+
+@contextlib.contextmanager
+def _kept_consumer(options: SinkOptions, make: Callable[[SinkOptions], Consumer]) -> Iterator[Consumer]:
+    """A consumer made by ``make`` that this process keeps for its next commit (Spark runs a batch's commit in a
+    Python process it reuses: three consumers made and closed per batch cost connections and metadata each time).
+    Taken out of the pool while in use; one that raised is closed, and the next commit makes a new one."""
+    key = (options.bootstrap_servers, options.sink_id, make.__name__)
+    with _producers_lock:
+        consumer = _consumers.pop(key, None)
+    if consumer is None:
+        consumer = make(options)
+    try:
+        yield consumer
+        consumer.unassign()  # an idle consumer must not go on fetching what it was reading
+    except BaseException:
+        consumer.close()
+        raise
+    with _producers_lock:
+        idle = _consumers.setdefault(key, consumer)
+    if idle is not consumer:
+        consumer.close()
+
+
 def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | None:
     """The highest batch id in a committed decision record of this sink, or None.
 
@@ -437,8 +467,7 @@ def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | N
     made a moment ago sits behind the last stable offset for a few milliseconds, and taking "not there yet"
     for "not decided" would copy a committed batch a second time.
     """
-    consumer = _consumer(options)
-    try:
+    with _kept_consumer(options, _consumer) as consumer:
         tp = TopicPartition(options.decision_log_topic, 0)
         low, high = _log_end(options, tp, timeout)
         window, deadline = _DECISION_LOG_WINDOW, time.monotonic() + timeout
@@ -448,20 +477,13 @@ def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | N
             if found is not None or start == low:
                 return found
             window *= 4
-    finally:
-        consumer.close()
 
 
 def _log_end(options: SinkOptions, tp: TopicPartition, timeout: float) -> tuple[int, int]:
     """The partition's log start and high watermark. Asked read_uncommitted: a read_committed client is told
     the last stable offset instead, which stops short of a transaction whose markers are still to come."""
-    probe = Consumer(client_conf(options.bootstrap_servers, **{
-        "group.id": f"sc2pc-{options.sink_id}-watermarks", "isolation.level": "read_uncommitted",
-        "enable.auto.commit": False}))
-    try:
+    with _kept_consumer(options, _watermarks_consumer) as probe:
         return probe.get_watermark_offsets(tp, timeout=timeout)
-    finally:
-        probe.close()
 
 
 def _scan_decision_log(consumer: Consumer, tp: TopicPartition, start: int, end: int, sink_id: str,
@@ -565,12 +587,9 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
             outcome["replay"] = True
             return _ALREADY_DONE
         reached(f"{FAULT_POINTS}.before-copy")
-        consumer = _consumer(options)
-        try:
+        with _kept_consumer(options, _consumer) as consumer:
             rows = sum(_copy_range(consumer, producer, options, rng, deadline)
                        for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)))
-        finally:
-            consumer.close()
         record = {"sink": options.sink_id, "batch": batch_id, "rows": rows, "ranges": len(staged),
                   "committed_at": time.time()}
         _produce_all(producer, options.decision_log_topic, 0, [(options.sink_id.encode(), json.dumps(record).encode())],
