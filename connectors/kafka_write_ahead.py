@@ -69,6 +69,7 @@ _STAGING_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _producers: dict[tuple, Producer] = {}
 _producers_lock = threading.Lock()
 _consumers: dict[tuple, Consumer] = {}  # idle consumers the driver's commits take turns with
+_topics_found: set[tuple[str, ...]] = set()  # (bootstrap, output, staging, decision log) known to exist
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,15 @@ def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
     topic must exist; staging and decision log topics are created when missing.
 
     A broker that is briefly away (restarting, a network blip) is waited for up to ``timeout`` s rather than
-    failing the query; one that never answered in that time is a configuration error.
+    failing the query; one that never answered in that time is a configuration error. A process that found
+    the three topics once does not ask again (Spark reuses the Python process of the commits: an admin client
+    and a metadata request per batch were on every commit's path); a topic deleted since fails the commit.
     """
     from confluent_kafka.admin import AdminClient
 
+    found = (options.bootstrap_servers, options.topic, options.staging_topic, options.decision_log_topic)
+    if found in _topics_found:
+        return
     admin = AdminClient(client_conf(options.bootstrap_servers, **{"socket.timeout.ms": 5000}))
     deadline = time.monotonic() + timeout
     topics = _retrying(lambda: admin.list_topics(timeout=min(timeout, 10.0)).topics, deadline,
@@ -117,11 +123,12 @@ def ensure_topics(options: SinkOptions, timeout: float = 30.0) -> None:
               options.decision_log_topic: (1, {"cleanup.policy": "compact"})}
     for topic, (partitions, config) in wanted.items():
         if topic in topics and topics[topic].error is None:
-            continue  # every batch's commit asks again: an existing topic costs no admin request
+            continue
         _retrying(lambda t=topic, n=partitions, c=config: create_topic(
             options.bootstrap_servers, t, partitions=n, config=c, timeout=max(1.0, deadline - time.monotonic())),
             deadline, f"The {SINK_NAME} sink could not create its topic {topic!r}",
             "Check that the sink's principal may create topics, or create it beforehand.")
+    _topics_found.add(found)
 
 
 def _retrying(call: Callable[[], Any], deadline: float, failure: str, hint: str) -> Any:
