@@ -7,6 +7,7 @@ can be committed later by the driver, from another connection, even after a cras
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -16,8 +17,8 @@ from psycopg import sql
 
 from .twophase import DecisionLog, Participant, TxnId
 
-__all__ = ["DECISIONS_TABLE", "MARKERS_TABLE", "PostgresParticipant", "PostgresDecisionLog", "prepare_rows",
-           "arrow_rows", "ensure_table", "SPARK_TO_PG"]
+__all__ = ["DECISIONS_TABLE", "MARKERS_TABLE", "PostgresSession", "PostgresParticipant", "PostgresDecisionLog",
+           "prepare_rows", "arrow_rows", "ensure_table", "SPARK_TO_PG"]
 
 DECISIONS_TABLE = "streamcert_2pc_decisions"
 #: One row per prepared transaction, written inside it: after COMMIT PREPARED says "no such transaction",
@@ -69,19 +70,60 @@ def prepare_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Se
     return count
 
 
-class PostgresParticipant(Participant):
+class PostgresSession:
+    """One autocommit connection that a driver's commit or abort does all its work on, opened at first use.
+
+    A batch's commit asks for the prepared transactions twice, reads and writes the decision, and commits each
+    task's transaction: a connection each (through the network's proxy) cost more than the statements. A
+    connection that fails fails the commit, which is retried whole with a new session.
+    """
+
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
+        self._connection: psycopg.Connection | None = None
+
+    def connection(self) -> psycopg.Connection:
+        if self._connection is None:
+            self._connection = psycopg.connect(self.dsn, autocommit=True)
+        return self._connection
+
+    def close(self) -> None:
+        """Close the connection (idempotent; nothing to do if it was never opened)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def __enter__(self) -> "PostgresSession":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def _connected(dsn: str, session: PostgresSession | None) -> Iterator[psycopg.Connection]:
+    """The session's connection (left open), or a connection of its own for this one call."""
+    if session is not None:
+        yield session.connection()
+        return
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        yield conn
+
+
+class PostgresParticipant(Participant):
+    def __init__(self, dsn: str, session: PostgresSession | None = None) -> None:
+        self.dsn = dsn
+        self.session = session
 
     def prepared(self, sink_id: str) -> list[str]:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with _connected(self.dsn, self.session) as conn:
             rows = conn.execute("select gid from pg_prepared_xacts where gid like %s and database = current_database()"
                                 " order by prepared", (TxnId.prefix(sink_id) + "%",)).fetchall()
         return [row[0] for row in rows]
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         """Run ``verb`` on the prepared transaction; False when it was no longer prepared."""
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with _connected(self.dsn, self.session) as conn:
             try:
                 conn.execute(sql.SQL(verb + " {}").format(sql.Literal(txn_id)))
             except psycopg.errors.UndefinedObject:
@@ -91,7 +133,7 @@ class PostgresParticipant(Participant):
     def commit_prepared(self, txn_id: str) -> None:
         if self._finish("commit prepared", txn_id):
             return
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with _connected(self.dsn, self.session) as conn:
             committed = conn.execute(sql.SQL("select 1 from {} where gid = %s").format(_ident(MARKERS_TABLE)),
                                      (txn_id,)).fetchone()
         if committed is None:
@@ -104,11 +146,12 @@ class PostgresParticipant(Participant):
 
 
 class PostgresDecisionLog(DecisionLog):
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, session: PostgresSession | None = None) -> None:
         self.dsn = dsn
+        self.session = session
 
     def record(self, sink_id: str, batch_id: int, txn_ids: list[str]) -> list[str]:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with _connected(self.dsn, self.session) as conn:
             conn.execute(sql.SQL("insert into {} (sink_id, batch_id, txn_ids) values (%s, %s, %s) "
                                  "on conflict do nothing").format(_ident(DECISIONS_TABLE)),
                          (sink_id, batch_id, list(txn_ids)))
@@ -117,7 +160,7 @@ class PostgresDecisionLog(DecisionLog):
         return decision
 
     def decision(self, sink_id: str, batch_id: int) -> list[str] | None:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with _connected(self.dsn, self.session) as conn:
             row = conn.execute(sql.SQL("select txn_ids from {} where sink_id = %s and batch_id = %s").format(
                 _ident(DECISIONS_TABLE)), (sink_id, batch_id)).fetchone()
         return None if row is None else list(row[0])

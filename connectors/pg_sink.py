@@ -36,8 +36,8 @@ from streamcert.spi.errors import ConfigurationError
 from streamcert.spi.fault_points import reached
 from streamcert.spi.options import SPARK_WRITER_OPTIONS, OptionRules
 
-from .pg_participant import (SPARK_TO_PG, PostgresDecisionLog, PostgresParticipant, arrow_rows, ensure_table,
-                             prepare_rows)
+from .pg_participant import (SPARK_TO_PG, PostgresDecisionLog, PostgresParticipant, PostgresSession, arrow_rows,
+                             ensure_table, prepare_rows)
 from .twophase import Coordinator, TxnId, validate_sink_id
 
 __all__ = ["SINK_NAME", "PostgresTwoPhaseSink", "PostgresStreamWriter", "PreparedMessage"]
@@ -113,9 +113,16 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
     participant_class = PostgresParticipant
     decision_log_class = PostgresDecisionLog
 
-    def _coordinator(self) -> Coordinator:
-        return self.coordinator_class(self.sink_id, self.participant_class(self.dsn), self.decision_log_class(self.dsn),
-                                      _FAULT_POINTS)
+    def _coordinator(self, session: PostgresSession) -> Coordinator:
+        return self.coordinator_class(self.sink_id, self.participant_class(self.dsn, session),
+                                      self.decision_log_class(self.dsn, session), _FAULT_POINTS)
+
+    def _in_session(self, action: Callable[[Coordinator], None]) -> Callable[[], None]:
+        """``action`` on a coordinator whose every statement goes through one connection, closed at its end."""
+        def run() -> None:
+            with PostgresSession(self.dsn) as session:
+                action(self._coordinator(session))
+        return run
 
     def write(self, iterator: Iterator) -> PreparedMessage:
         """Executor: prepare this task's rows under a transaction id naming the batch, partition and attempt."""
@@ -143,12 +150,12 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
         """Driver: record the decision for ``batchId``, then commit what it names (idempotent, so retried)."""
         txns = [txn for message in messages if message is not None for txn in message.txn_ids]
         _retrying(f"the commit of batch {batchId}", self.retry_timeout_ms,
-                  lambda: self._coordinator().commit(batchId, txns))
+                  self._in_session(lambda coordinator: coordinator.commit(batchId, txns)))
 
     def abort(self, messages, batchId: int) -> None:
         txns = [txn for message in messages if message is not None for txn in message.txn_ids]
         _retrying(f"the abort of batch {batchId}", self.retry_timeout_ms,
-                  lambda: self._coordinator().abort(batchId, txns))
+                  self._in_session(lambda coordinator: coordinator.abort(batchId, txns)))
 
 
 # a subclass of the sink may build another writer (one step changed, as the project's mutants do)

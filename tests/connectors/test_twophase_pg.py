@@ -7,8 +7,8 @@ import uuid
 import psycopg
 import pytest
 
-from streamcert.connectors.pg_participant import (PostgresDecisionLog, PostgresParticipant, arrow_rows, ensure_table,
-                                                 prepare_rows)
+from streamcert.connectors.pg_participant import (PostgresDecisionLog, PostgresParticipant, PostgresSession, arrow_rows,
+                                                 ensure_table, prepare_rows)
 from streamcert.connectors.twophase import Coordinator, TxnId, in_commit_order, validate_sink_id
 from streamcert.harness.errors import ConfigurationError
 
@@ -99,6 +99,25 @@ def test_commit_makes_named_transactions_visible_and_rolls_back_orphans(pg):
     assert _ids(dsn, table) == [1, 2, 3]
     assert coordinator.participant.prepared(sink) == []
     assert orphan not in coordinator.log.decision(sink, 0)
+
+
+@pytest.mark.integration
+def test_a_commit_in_a_session_does_all_its_work_on_one_connection(pg, monkeypatch):
+    from streamcert.connectors import pg_participant
+
+    dsn, table, sink, _coordinator = pg
+    named = [_prepare(dsn, table, sink, 0, partition, [partition]) for partition in range(3)]
+    orphan = _prepare(dsn, table, sink, 0, 3, [99])
+    opened = []
+    real_connect = pg_participant.psycopg.connect
+    monkeypatch.setattr(pg_participant.psycopg, "connect", lambda *a, **k: opened.append(a) or real_connect(*a, **k))
+    with PostgresSession(dsn) as session:
+        Coordinator(sink, PostgresParticipant(dsn, session), PostgresDecisionLog(dsn, session), "test").commit(0, named)
+    monkeypatch.undo()
+    assert len(opened) == 1  # recovery, the decision, three commits and the orphan's rollback: one connection
+    assert _ids(dsn, table) == [0, 1, 2] and orphan not in PostgresDecisionLog(dsn).decision(sink, 0)
+    session.close()  # closing again, or a session never opened, does nothing
+    PostgresSession(dsn).close()
 
 
 @pytest.mark.integration
