@@ -1,6 +1,7 @@
 """Where a run's seconds go: each driver attempt's start (process and JVM to a SparkSession, then to the query
-started), its first batch (Python workers and data source runners starting from nothing) and its steady batches,
-read from a finished run's folder (its ``results.json`` history and the driver's ``driver-events.jsonl``).
+started), its first batch (Python workers and data source runners starting from nothing) and its steady batches
+(their median, and the median of each of Spark's phases of a batch), read from a finished run's folder (its
+``results.json`` history and the driver's ``driver-events.jsonl``).
 
 ``python -m streamcert.benchmarks.run_profile RUN_FOLDER ... [--json]`` prints one table per run, then the totals:
 what a certification's speed work measures before and after. Runs in the harness's process, on files only.
@@ -51,14 +52,23 @@ def profile_run(folder: Path) -> dict[str, Any]:
             "first_batch_s": _since(first, started["time"] if started else None),
             "first_add_batch_ms": ((first or {}).get("durationMs") or {}).get("addBatch"),
             "batches": len(batches)})
-    steady = [event["durationMs"]["triggerExecution"] for attempt in sorted(starts)
-              for event in [e for e in events if e.get("attempt") == attempt and e.get("event") == "progress"][1:]
-              if (event.get("durationMs") or {}).get("triggerExecution") is not None]
+    steady = [event.get("durationMs") or {} for attempt in sorted(starts)
+              for event in [e for e in events if e.get("attempt") == attempt and e.get("event") == "progress"][1:]]
+    total = [phases["triggerExecution"] for phases in steady if phases.get("triggerExecution") is not None]
     return {"run": str(folder), "scenario": (result.get("scenario") or {}).get("name"),
             "duration_s": result.get("duration_s"), "attempts": attempts,
             "restart_overhead_s": round(sum(_sum_known(a, ("session_s", "query_s", "first_batch_s"))
                                             for a in attempts), 2),
-            "steady_batch_ms": statistics.median(steady) if steady else None}
+            "steady_batch_ms": statistics.median(total) if total else None,
+            "steady_phases_ms": _median_phases(steady)}
+
+
+def _median_phases(batches: list[dict[str, Any]]) -> dict[str, float]:
+    """Each of Spark's phases of a batch (``durationMs``: latestOffset, queryPlanning, addBatch -- the tasks and the
+    sink's commit --, walCommit, commitOffsets ...), its median over the batches that report it."""
+    names = sorted({name for phases in batches for name in phases})
+    return {name: statistics.median(phases[name] for phases in batches if phases.get(name) is not None)
+            for name in names}
 
 
 def _attempt_starts(history: list[dict[str, Any]]) -> dict[int, float]:
@@ -93,9 +103,10 @@ def _warmed(warm_up: dict[str, Any] | None) -> str | None:
 
 
 def _table(profile: dict[str, Any]) -> str:
+    phases = ", ".join(f"{name} {ms:g}" for name, ms in profile["steady_phases_ms"].items())
     lines = [f"{profile['scenario']} ({profile['run']}): {profile['duration_s']} s, "
              f"{len(profile['attempts'])} attempt(s), restarts and first batches {profile['restart_overhead_s']} s, "
-             f"steady batch median {profile['steady_batch_ms']} ms",
+             f"steady batch median {profile['steady_batch_ms']} ms" + (f" ({phases})" if phases else ""),
              "| attempt | to session s | standby ready s | warmed | to query s | of it building s | to first batch s "
              "| first addBatch ms | batches |",
              "|---:|---:|---:|---|---:|---:|---:|---:|---:|"]

@@ -36,10 +36,13 @@ def test_each_attempt_s_start_query_and_first_batch_are_timed_from_the_run_s_fil
     assert [(a["build_s"], a["standby_ready_s"], a["warmed"]) for a in profile["attempts"]] == [
         (None, None, None), (1.25, 3.5, "data_source,python_sink+")]
     assert profile["restart_overhead_s"] == 21.5 and profile["steady_batch_ms"] == 500
+    assert profile["steady_phases_ms"] == {"triggerExecution": 500}  # a first batch is no steady one
 
 
 def test_the_command_prints_a_table_and_refuses_a_folder_without_a_run(tmp_path, capsys):
     assert main([str(_run_folder(tmp_path))]) == 0
-    assert "| 2 | 5.0 | 3.5 | data_source,python_sink+ | 2.0 | 1.25 | 3.0 | 2500 | 2 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| 2 | 5.0 | 3.5 | data_source,python_sink+ | 2.0 | 1.25 | 3.0 | 2500 | 2 |" in out
+    assert "steady batch median 500.0 ms (triggerExecution 500)" in out
     assert main([str(tmp_path / "nothing")]) == 2
     assert "Hint" in capsys.readouterr().err
