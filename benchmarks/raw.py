@@ -9,6 +9,7 @@ load takes (a case searched up to that rate is load-bound, not measured)."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -143,7 +144,7 @@ def generator_ceiling(bootstrap: str, users: int, record_bytes: int, partitions:
                         record_bytes=record_bytes, rate=asked, seed=1)
     with tempfile.TemporaryDirectory(prefix="streamcert-generator-") as workdir:
         result = run_open_loop(bootstrap, topic, spec, seconds, users, Path(workdir))
-    return round(result.achieved_rate, 1) if result.achieved_rate == result.achieved_rate else None
+    return round(result.achieved_rate, 1) if math.isfinite(result.achieved_rate) else None
 
 
 def _observer_read_seconds(bootstrap: str, topic: str, records: int, timeout_s: float = 120.0) -> float | None:

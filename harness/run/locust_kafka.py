@@ -138,6 +138,9 @@ class _AckTally:
     """The delivery reports one poll served, reported to locust as one request."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self.records = self.length = 0
         self.slowest_ms = 0.0
         self.error: Exception | None = None
@@ -155,7 +158,7 @@ class _AckTally:
         if self.records:
             events_.request.fire(request_type="kafka", name="acks", response_time=self.slowest_ms,
                                  response_length=self.length, exception=self.error, context={})
-            self.__init__()
+            self._clear()
 
 
 class KafkaProducerUser(User):
