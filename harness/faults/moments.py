@@ -165,6 +165,41 @@ class _Reach:
         return min(aim, min(self.reached)) if aim is not None and self.reached else aim
 
 
+class _WatchLog:
+    """What the looks saw of each batch of the wanted class, for the ``fault-start`` event: a moment kill that never
+    struck says why (the moment never seen, seen but never as late as the aim, no length learnt to aim with)."""
+
+    def __init__(self, limit: int = 12) -> None:
+        self._limit = limit
+        self._batches: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def saw(self, seen: Observation, wanted: bool, age: float | None, aim: float | None) -> None:
+        key = (seen.attempt, seen.batch)
+        entry = self._batches.get(key)
+        if entry is None:
+            entry = self._batches[key] = {"attempt": seen.attempt, "batch": seen.batch, "looks": 0, "moments": set(),
+                                          "wanted_looks": 0, "latest_age_s": None, "aim_s": None}
+            while len(self._batches) > self._limit:
+                self._batches.pop(next(iter(self._batches)))
+        entry["looks"] += 1
+        entry["moments"] |= seen.moments
+        if wanted:
+            entry["wanted_looks"] += 1
+            entry["latest_age_s"] = round(max(age or 0.0, entry["latest_age_s"] or 0.0), 3)
+        if aim is not None:
+            entry["aim_s"] = round(aim, 3)
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [{**entry, "moments": sorted(entry["moments"])} for entry in self._batches.values()]
+
+
+def _learnt(lengths: dict[tuple[str, bool, Any], list[float]]) -> list[dict[str, Any]]:
+    """The moment lengths learnt so far, summarised for the ``fault-start`` event."""
+    return [{"moment": moment, "first": first, "slowed": slowed is not None, "n": len(found),
+             "median_s": round(statistics.median(found), 3)}
+            for (moment, first, slowed), found in sorted(lengths.items(), key=lambda item: repr(item[0])) if found]
+
+
 class _Missed(Exception):
     """The wanted batch passed its moment unstruck (a first batch needs a new attempt)."""
 
@@ -204,6 +239,7 @@ class DriverKillAtMoment(Fault):
         self._watched = 0  # batches of the wanted class seen through
         self._seen_wanted = False  # whether the wanted moment ever showed in a batch of the wanted class
         self._reach = _Reach()
+        self._log = _WatchLog()
         try:
             for _ in range(params.tries + 1):
                 try:
@@ -227,6 +263,8 @@ class DriverKillAtMoment(Fault):
         return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": reached,
                 **({"absent": True} if absent else {}),
                 "strikes": strikes, "let_go": self._let_go, "slowed": self._slowed,
+                **({} if reached else {"watched": self._log.as_list(),
+                                       "learnt": _learnt(_LENGTHS.get(driver, {}))}),
                 "in_window": reached and params.moment != "just_committed",
                 "pending_batch": final.pending, "latest_commit": final.latest_commit}
 
@@ -300,6 +338,8 @@ class DriverKillAtMoment(Fault):
                     aim = reach.capped(clock.aim(params.moment, params.batch_class, params.fraction,
                                                  self._slowing()))
                     wanted = seen.batch_class == params.batch_class and params.moment in seen.moments
+                    if seen.batch_class == params.batch_class:
+                        self._log.saw(seen, wanted, clock.since(seen.batch, params.moment, now), aim)
                     if wanted:
                         self._seen_wanted = True
                         if aim is not None:
