@@ -54,11 +54,24 @@ from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, proc
 from streamcert.harness.stack.jvm_start import ensure_class_archive
 from streamcert.harness.waiting import wait_for
 
-__all__ = ["DRIVER_TOKEN_VAR", "QuerySpec", "DriverProcess", "load_builder"]
+__all__ = ["DRIVER_TOKEN_VAR", "SPARK_START_FAILURE", "SPARK_START_RETRIES", "QuerySpec", "DriverProcess",
+           "load_builder", "is_spark_start_failure"]
 
 #: Marks every process of one driver attempt. PySpark's Python worker daemon puts itself in a
 #: process group of its own, so killing the driver's group alone would leave workers behind.
 DRIVER_TOKEN_VAR = "STREAMCERT_DRIVER_TOKEN"
+
+#: How a query dies when a Python process Spark starts for it (a data source's planner runner) does not connect back
+#: within Spark's fixed 10 s (``PythonWorkerFactory``, not a setting): the machine was too busy, not the connector
+SPARK_START_FAILURE = "Python worker failed to connect back"
+#: Times a driver child starts its query again from the checkpoint after :data:`SPARK_START_FAILURE` (a
+#: ``query_restarted`` event each; the ``query_failures`` check does not count those terminations)
+SPARK_START_RETRIES = 2
+
+
+def is_spark_start_failure(error: str) -> bool:
+    """Whether a query's error is Spark failing to start one of its Python processes (:data:`SPARK_START_FAILURE`)."""
+    return SPARK_START_FAILURE in error
 
 
 @dataclass(frozen=True)
@@ -266,7 +279,10 @@ class DriverProcess(ProcessBacked):
     def query_error(self, attempt: int | None = None) -> str | None:
         """The first line of the error the query of ``attempt`` (default: the latest) terminated with, if any."""
         attempt = self.attempt if attempt is None else attempt
-        errors = [e.get("error") for e in self.events(attempt) if e.get("event") in ("terminated", "failed")]
+        events = self.events(attempt)
+        # a query the driver started again (Spark's own start-up failed) ended with an error that is not its last
+        restarted = max((i for i, e in enumerate(events) if e.get("event") == "query_restarted"), default=-1)
+        errors = [e.get("error") for e in events[restarted + 1:] if e.get("event") in ("terminated", "failed")]
         errors = [e for e in errors if e]
         return errors[0].strip().splitlines()[0][:500] if errors else None
 
@@ -503,26 +519,40 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_term)
+    for start in range(SPARK_START_RETRIES + 1):
+        try:
+            built = load_builder(spec.builder)(spark, {**spec.params, "checkpoint": spec.checkpoint})
+            emit("built")  # where a restart's seconds go: the builder's (connectors loaded, schemas asked), start()'s
+            query = built.start() if hasattr(built, "start") and not hasattr(built, "awaitTermination") else built
+        except Exception as exc:  # the query could not be built or started: say why, as a failed query does
+            emit("failed", error=f"{type(exc).__name__}: {exc}\n{_last_frames(exc)}")
+            events.close()
+            return 1
+        try:
+            while query.isActive and not stopping.is_set():
+                query.awaitTermination(0.2)
+        except Exception as exc:  # the query failed; its terminated event carries the error
+            if start < SPARK_START_RETRIES and is_spark_start_failure(str(exc)):
+                # Spark's own start-up, not the connector: the query starts again from its checkpoint, as after a kill
+                _drain_listeners(spark)
+                emit("query_restarted", why=SPARK_START_FAILURE, error=str(exc).strip().splitlines()[0][:300])
+                continue
+            emit("failed", error=f"{type(exc).__name__}: {exc}")
+            _close(spark, query, emit, events)
+            return 1
+        _close(spark, query, emit, events)
+        return 0
+    return 1  # not reached: the last start's failure returns above
+
+
+def _close(spark: Any, query: Any, emit: Any, events: Any) -> None:
+    """The end of a driver child's query: stopped between batches if still active, its listener events delivered."""
     try:
-        built = load_builder(spec.builder)(spark, {**spec.params, "checkpoint": spec.checkpoint})
-        emit("built")  # where a restart's seconds go: the builder's (connectors loaded, schemas asked) then start()'s
-        query = built.start() if hasattr(built, "start") and not hasattr(built, "awaitTermination") else built
-    except Exception as exc:  # the query could not be built or started: say why, as a failed query does
-        emit("failed", error=f"{type(exc).__name__}: {exc}\n{_last_frames(exc)}")
-        events.close()
-        return 1
-    try:
-        while query.isActive and not stopping.is_set():
-            query.awaitTermination(0.2)
-    except Exception as exc:  # the query failed; its terminated event carries the error
-        emit("failed", error=f"{type(exc).__name__}: {exc}")
-        return 1
-    finally:
         if query.isActive:
             emit("stopped", how=stop_between_batches(query))
+    finally:
         _drain_listeners(spark)
         events.close()
-    return 0
 
 
 def _last_frames(exc: BaseException, frames: int = 4) -> str:

@@ -13,11 +13,14 @@ Called in the harness's process after the run, on :meth:`~streamcert.harness.run
 exception (the driver's ``terminated`` event carries it), rather than ended by the harness's kill or stop. A
 connector that crashes its query when it resumes from a checkpoint has not resumed, whatever the output holds.
 Errors of the driver child's own bridge to its JVM (a ``failed`` event without a ``terminated`` one) are not the
-query's and are not counted.
+query's and are not counted, nor is a termination the driver child answered by starting the query again (a
+``query_restarted`` event whose ``why`` the error carries: Spark failing to start one of its Python processes on
+a busy machine).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,18 +69,29 @@ def query_failures(driver_events: Iterable[dict[str, Any]]) -> CheckResult:
     committed, and the exception's first lines (where Spark or the connector raised it).
     """
     started, failed, committed = set(), [], {}
-    for event in driver_events:
+    events = list(driver_events)
+    # the driver started these again itself: Spark's own start-up failed (a Python process that did not connect
+    # back in time on a busy machine), as many times as each attempt says
+    restarts = [event for event in events if event.get("event") == "query_restarted"]
+    excused = Counter((event.get("attempt"), event.get("why")) for event in restarts)
+    for event in events:
         attempt = event.get("attempt")
         if event.get("event") == "started":
             started.add(attempt)
         elif event.get("event") == "progress":
             committed[attempt] = committed.get(attempt, 0) + 1
         elif event.get("event") == "terminated" and event.get("error"):
+            why = next((why for (at, why), left in excused.items() if at == attempt and left and why
+                        and why in str(event["error"])), None)
+            if why is not None:
+                excused[(attempt, why)] -= 1
+                continue
             lines = [line.strip() for line in str(event["error"]).splitlines() if line.strip()]
             failed.append({"kind": "query_failed", "attempt": attempt, "batches_committed": committed.get(attempt, 0),
                            "error": " | ".join(lines[:3])[:600]})
-    result = CheckResult("query_failures", not failed, {"attempts": len(started), "failed": len(failed)},
-                         failed[:MAX_VIOLATIONS])
+    counts = {"attempts": len(started), "failed": len(failed), **({"restarted_by_driver": len(restarts)} if restarts
+                                                                   else {})}
+    result = CheckResult("query_failures", not failed, counts, failed[:MAX_VIOLATIONS])
     if failed:
         result.error = (f"the query failed by itself in {len(failed)} of {len(started)} attempt(s): "
                         f"{failed[0]['error'][:200]}")

@@ -285,3 +285,13 @@ def test_a_warm_standby_takes_over_a_killed_attempt_in_a_moment_and_replays_its_
     assert processes_with_token(token) == []
     values = [row.value for row in stack.spark.read.parquet(str(out)).collect()]
     assert sorted(values) == list(range(rows))
+
+
+def test_only_spark_failing_to_start_its_python_process_makes_the_driver_start_the_query_again():
+    from streamcert.harness.run.driver import SPARK_START_RETRIES, is_spark_start_failure
+
+    assert is_spark_start_failure("[STREAM_FAILED] Query [id = 1] terminated with exception: Python worker failed "
+                                  "to connect back.")
+    assert not is_spark_start_failure("java.lang.IllegalStateException: offsets went back")
+    assert not is_spark_start_failure("Python worker exited unexpectedly (crashed)")
+    assert 1 <= SPARK_START_RETRIES <= 3

@@ -78,3 +78,18 @@ def test_a_query_that_failed_by_itself_after_a_restart_is_named_with_its_error()
 def test_an_error_of_the_driver_childs_own_bridge_is_not_the_querys():
     events = _attempt(1, 2, ended=False) + [{"event": "failed", "attempt": 1, "error": "Py4JError: py4j gone"}]
     assert query_failures(events).valid is True
+
+
+def test_a_start_up_failure_the_driver_answered_by_starting_again_is_not_counted_but_a_second_one_is():
+    connect_back = ("org.apache.spark.SparkException: Python worker failed to connect back.\n"
+                    "\tat org.apache.spark.api.python.PythonWorkerFactory.createSimpleWorker")
+    restarted = {"event": "query_restarted", "attempt": 2, "why": "Python worker failed to connect back",
+                 "error": "Python worker failed to connect back."}
+    once = _attempt(1, 3, ended=False) + _attempt(2, 0, error=connect_back) + [restarted] + _attempt(2, 4)
+    result = query_failures(once)
+    assert result.valid is True and result.counts == {"attempts": 2, "failed": 0, "restarted_by_driver": 1}
+    # the restart excuses one termination with its reason, not a second one, nor another error of the attempt
+    twice = once + [{"event": "terminated", "attempt": 2, "error": connect_back}]
+    assert query_failures(twice).valid is False
+    other = _attempt(2, 0, error="java.lang.IllegalStateException: offsets went back") + [restarted]
+    assert query_failures(other).valid is False
