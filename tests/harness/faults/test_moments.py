@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streamcert.harness.faults.base import FaultContext
-from streamcert.harness.faults.moments import DriverKillAtMoment, _agrees, _Reach
+from streamcert.harness.faults.moments import DriverKillAtMoment, _agrees, _learnt, _Reach, _WatchLog
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.checkpoint import CheckpointState
@@ -41,6 +41,29 @@ def test_an_aim_later_than_the_looks_reach_is_brought_back_to_where_they_reached
     reach.passed(9)  # its looks got to 1.0 s, past the aim: the moment was reachable there
     reach.passed(10)  # never seen in the wanted moment: nothing learnt
     assert reach.reached == [0.4, 0.6] and reach.capped(0.92) == 0.4 and reach.capped(0.2) == 0.2
+
+
+def test_a_kill_that_never_struck_says_what_its_looks_saw_of_each_watched_batch():
+    """The evidence of a miss: per watched batch, how many looks, the moments they saw, how late into the wanted
+    moment they got and where the strike aimed; the moment lengths learnt, by kind of batch and slowing."""
+    log = _WatchLog(limit=2)
+    writing = Observation(3, 7, frozenset({"reading", "writing"}), "steady", 0)
+    log.saw(writing, wanted=True, age=0.0, aim=None)
+    log.saw(writing, wanted=True, age=0.21, aim=0.35)
+    log.saw(Observation(3, 7, frozenset({"read_done", "commit_in_flight"}), "steady", 0), False, None, 0.35)
+    for batch in (8, 9):
+        log.saw(Observation(3, batch, frozenset({"planning"}), "steady", 0), False, None, None)
+    watched = log.as_list()
+    assert [entry["batch"] for entry in watched] == [8, 9]  # the oldest dropped past the limit
+    log = _WatchLog()
+    log.saw(writing, wanted=True, age=0.0, aim=None)
+    log.saw(writing, wanted=True, age=0.21, aim=0.35)
+    log.saw(Observation(3, 7, frozenset({"read_done", "commit_in_flight"}), "steady", 0), False, None, 0.35)
+    [entry] = log.as_list()
+    assert entry == {"attempt": 3, "batch": 7, "looks": 3, "wanted_looks": 2, "latest_age_s": 0.21, "aim_s": 0.35,
+                     "moments": ["commit_in_flight", "read_done", "reading", "writing"]}
+    learnt = _learnt({("writing", False, ("kafka", 190, "downstream")): [0.3, 0.5, 0.4], ("planning", True, None): []})
+    assert learnt == [{"moment": "writing", "first": False, "slowed": True, "n": 3, "median_s": 0.4}]
 
 
 def test_a_moment_or_class_that_does_not_exist_is_refused_when_the_schedule_is_read(tmp_path):
