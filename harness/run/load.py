@@ -188,7 +188,7 @@ def run_open_loop(bootstrap: str, topic: str, spec: WorkloadSpec, duration_s: fl
             for index in range(processes)]
     _clear(workdir)
     _write_plan(spec, duration_s, Path(base.plan_path))
-    run_time = math.ceil(duration_s) + _RUN_TIME_GRACE_S
+    run_time = _run_time(duration_s, base.warm_up_timeout_s)
     _run_locusts(each, workdir, run_time,
                  f"Open-loop load: {spec.rate:g} records/s for {duration_s:g}s into {topic} "
                  f"({users} user(s) in {processes} process(es))",
@@ -283,6 +283,12 @@ def _check_topic(bootstrap: str, topic: str, partitions: int) -> None:
         raise ConfigurationError(
             f"Topic {topic!r} has {len(meta.partitions)} partitions and the workload writes to {partitions}.",
             hint="Create the topic with the spec's number of partitions, or lower WorkloadSpec.partitions.")
+
+
+def _run_time(duration_s: float, warm_up_timeout_s: float) -> int:
+    """Locust's ``--run-time`` backstop (s): counted from its spawn, so it covers the longest a process may take to
+    warm up and wait at the start line, then the schedule, then a grace for a generator that fell behind."""
+    return math.ceil(duration_s + warm_up_timeout_s) + _RUN_TIME_GRACE_S
 
 
 def _locust_argv(users: int, run_time: int, workdir: Path, logfile: Path) -> list[str]:

@@ -137,3 +137,12 @@ def test_a_load_generator_that_cannot_start_fails_with_locusts_evidence(stack, t
         run_open_loop(bootstrap, topic, spec, 30.0, 2, tmp_path, producer_conf={"no.such.property": "1"})
     assert "exited with code" in str(info.value) and "no.such.property" in str(info.value)
     assert time.monotonic() - began < 20.0
+
+
+def test_locusts_run_time_backstop_leaves_room_for_the_warm_up_before_the_schedule():
+    from streamcert.harness.run.load import _run_time
+
+    # a process may wait up to its warm-up timeout at the start line before time zero: the schedule's last
+    # records must still go out
+    assert _run_time(10.0, 30.0) >= 10.0 + 30.0
+    assert _run_time(10.0, 0.0) > 10.0 and _run_time(0.5, 30.0) == _run_time(1.0, 30.0)
