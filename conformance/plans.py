@@ -233,7 +233,7 @@ def _slowed(rng: random.Random, link: str | None, kills: list) -> list[FaultSpec
 
 
 #: Milliseconds of latency a task kill puts on the answers of the sink's link (its requests go at once): a task's
-#: last step (its prepare, its staging commit) is done on the server this long before the task hears of it.
+#: last step (its prepare, its staged records' acks) is done on the server this long before the task hears of it.
 _TASK_SLOW_MS = (150, 250)
 #: How far into a steady batch's ``writing`` moment a task kill aimed at its last step strikes.
 _TASK_END = (0.6, 0.97)

@@ -28,7 +28,8 @@ KNOWN_SINK_OPTIONS: dict[str, str] = {
     "stagingPartitions": "a positive integer (default 8): partitions of a staging topic the sink creates",
     "stagingBlockBytes": "an integer from 1 to 8388608 (default 524288): bytes of keys and values staged per "
                          "staging record (rows are staged in blocks; a block holds one row more at most)",
-    "transactionTimeoutMs": "an integer >= 1000 (default 60000): Kafka transaction timeout of the sink's producers",
+    "transactionTimeoutMs": "an integer >= 1000 (default 60000): Kafka transaction timeout of the sink's committing "
+                            "producer, and how long a task keeps trying to stage its rows",
     "copyTimeoutMs": "a positive integer (default 60000): how long commit waits for staged records known to exist",
 }
 #: The decision log's default topic suffix. It keeps the sink's first name for it: a sink restarted on a
@@ -58,8 +59,8 @@ _RULES = OptionRules(
     # librdkafka settings the sink owns: letting users set them would break exactly-once.
     reserved=frozenset({"kafka.transactional.id", "kafka.enable.idempotence", "kafka.isolation.level",
                         "kafka.acks", "kafka.group.id", "kafka.enable.auto.commit", "kafka.transaction.timeout.ms"}),
-    reserved_hint="The sink runs transactional, idempotent producers with ids derived from sinkId; "
-                  "use transactionTimeoutMs for the transaction timeout.",
+    reserved_hint="The sink runs idempotent producers, its committer a transactional one with an id derived from "
+                  "sinkId; use transactionTimeoutMs for the transaction timeout.",
     spark_own=SPARK_WRITER_OPTIONS)
 
 

@@ -4,16 +4,19 @@ librdkafka cannot hand an open transaction to another process, so a task cannot 
 Kafka transaction for the driver to commit. The same protocol is realised in two steps instead:
 
 - **pre-commit** (:func:`stage_rows`, on executors): the task writes its rows to a *staging*
-  topic in its own Kafka transaction, packed in blocks (:mod:`streamcert.connectors.row_blocks`, one record
-  per block of ``stagingBlockBytes``, 512 KiB by default), each record carrying the task attempt's transaction id
-  (:class:`~streamcert.connectors.twophase.TxnId`) in a header, commits it, and reports the staged range
-  (:class:`StagedRange`: partition, first and last offset, records, rows) in its commit message. The
-  staging producer's ``transactional.id`` is stable per (sink, Spark partition): a new attempt
-  fences the zombie of the last one, whose open transaction is aborted. Each task attempt
-  initialises its own staging producer: a producer cached in a Python worker would be fenced
-  whenever the partition's next task ran in another worker, and fail there after producing its
-  rows. An attempt fenced by a newer one gives up at once instead of fencing it back (two attempts
-  re-initialising in turn would stall both until the transaction timeout);
+  topic, packed in blocks (:mod:`streamcert.connectors.row_blocks`, one record
+  per block of ``stagingBlockBytes``, 512 KiB by default), each record carrying a *marker* in a header: the task
+  attempt's transaction id (:class:`~streamcert.connectors.twophase.TxnId`), with a try number when the task
+  stages again after a failed try. Once the broker acknowledged every record (``acks=all``: they are durable), the
+  task reports the staged range (:class:`StagedRange`: marker, partition, first and last offset, records, rows)
+  in its commit message. Staging is *not* transactional: nothing but a commit message makes staged rows count,
+  and a commit message names one try's marker and range, so rows of a zombie attempt, of a failed try or of an
+  aborted batch (whatever of them reached the log) are never copied, and no open staging transaction can hold
+  the copy back. That is the fencing of tasks (the driver's stable ``transactional.id`` fences zombie drivers).
+  It also spares each task a transactional producer: one idempotent producer per Python worker stages for every
+  task the worker runs (initialising a transactional producer cost each task 0.06-1.1 s a batch, waiting on
+  ``InitProducerId``, and a producer of a stable ``transactional.id`` per partition could not be kept, since the
+  partition's next task may run in another worker and fence it);
 - **decision + commit** (:func:`commit_batch`, on the driver): one transaction of the driver's
   producer (``transactional.id`` stable per sink, so a zombie driver is fenced) copies the staged
   ranges named by the messages to the output topic *and* writes the decision record
@@ -23,7 +26,7 @@ Kafka transaction for the driver to commit. The same protocol is realised in two
   the other;
 - **replay**: a batch whose decision record is committed writes nothing (``commit`` is idempotent);
 - **orphans, zombies, abort, recovery**: staged rows nobody's message names (a failed or zombie
-  attempt, an aborted batch, a crash before the decision) are never copied; an open driver
+  attempt or try, an aborted batch, a crash before the decision) are never copied; an open driver
   transaction left by a crash is aborted when the next driver initialises the same
   ``transactional.id`` (before it reads the decision log). Nothing else needs recovering.
 
@@ -55,7 +58,7 @@ from .row_blocks import decode_block, encode_blocks
 from .twophase import TxnId
 
 __all__ = ["STAGE_HEADER", "FAULT_POINTS", "StagedRange", "ensure_topics", "stage_rows", "commit_batch",
-           "last_committed_batch", "staging_transactional_id", "committer_transactional_id"]
+           "last_committed_batch", "committer_transactional_id"]
 
 STAGE_HEADER = "sc2pc"
 FAULT_POINTS = "kafka-2pc"
@@ -71,21 +74,17 @@ _topics_found: set[tuple[str, ...]] = set()  # (bootstrap, output, staging, deci
 
 @dataclass(frozen=True)
 class StagedRange:
-    """Where one task attempt's committed staged records are: they carry ``txn_id`` in a header."""
+    """Where one staging try's acknowledged records are: they carry ``txn_id`` (the try's marker) in a header."""
 
     txn_id: str
     partition: int
     first_offset: int
     last_offset: int
-    records: int  # staging records (blocks of rows) of the attempt's transaction in the range
+    records: int  # staging records (blocks of rows) of the try in the range
     rows: int  # rows in those blocks
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def staging_transactional_id(sink_id: str, spark_partition: int) -> str:
-    return f"sc2pc-{sink_id}-stage-{spark_partition}"
 
 
 def committer_transactional_id(sink_id: str) -> str:
@@ -199,14 +198,14 @@ def _commit(producer: Producer, deadline: float) -> None:
 
 
 def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, object], what: str,
-                 body: Callable[[Producer], Any], deadline: float, *, cached: bool) -> Any:
+                 body: Callable[[Producer], Any], deadline: float) -> Any:
     """Run ``body`` in a transaction until it commits, or until ``deadline``.
 
     ``body`` returns ``_ALREADY_DONE`` to end without a transaction (for the driver: the decision log
     says the batch is committed). After any failure the producer is aborted or, if it cannot be
     (fatal error, fenced, unknown outcome), thrown away: the next one re-initialises the id, which
-    completes or aborts what the last one left open, and ``body`` looks again. ``cached``: keep the
-    producer for the next call in this process (the driver's committer) instead of one per call.
+    completes or aborts what the last one left open, and ``body`` looks again. The producer is kept for
+    the next call in this process (the driver's committer commits every batch with it).
 
     Fenced after initialising the id itself, the call gives up at once: a newer instance holds the
     id, and fencing it back would start a duelling pair that stalls both until the deadline. Only a
@@ -218,10 +217,7 @@ def _transaction(options: SinkOptions, transactional_id: str, extra: dict[str, o
     while time.monotonic() < deadline:
         producer, initialised_here = None, True
         try:
-            if cached:
-                producer, initialised_here = _cached_producer(options, transactional_id, extra)
-            else:
-                producer = _new_producer(options, transactional_id, extra)
+            producer, initialised_here = _cached_producer(options, transactional_id, extra)
             producer.begin_transaction()
             result = body(producer)
             if result is _ALREADY_DONE:
@@ -284,8 +280,8 @@ def _abort_or_forget(options: SinkOptions, transactional_id: str, producer: Prod
 
 
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
-_FENCED_HINT = ("A newer attempt of this task (or another driver with the same sinkId) now owns it; this one "
-                "stops so that the newer one can finish.")
+_FENCED_HINT = ("Another driver with the same sinkId now owns it (a newer run of the query, or a second query "
+                "writing with this sinkId); this one stops so that the newer one can finish.")
 _FATAL_RETRIES = 3
 
 # errors a retry cannot heal -> what to do about them
@@ -347,35 +343,89 @@ def _produce_all(producer: Producer, topic: str, partition: int | None, rows: It
 
 
 def stage_rows(options: SinkOptions, txn: TxnId, batches: Iterator) -> StagedRange:
-    """Executor, in ``write()``: stage the task's Arrow batches in one committed staging transaction.
+    """Executor, in ``write()``: stage the task's Arrow batches and return the range of the try every record of
+    which the broker acknowledged.
 
-    The rows are kept (as encoded blocks) until the transaction commits, so a transient broker
-    failure is retried inside the task instead of failing it.
+    The rows are kept (as encoded blocks) until then, so a transient broker failure is retried inside the task
+    instead of failing it: a try that lost a record (its delivery failed, or the producer met a fatal error) is
+    abandoned whole, and the next try stages every block again under a marker of its own.
     """
     blocks = list(encode_blocks(batches, options.staging_block_bytes))
     rows = sum(count for _payload, count in blocks)
     partition = txn.partition % options.staging_partitions
-    headers = [(STAGE_HEADER, str(txn).encode())]
     deadline = time.monotonic() + options.transaction_timeout_ms / 1000
+    last: BaseException | None = None
+    for attempt in itertools.count():
+        marker = str(txn) if attempt == 0 else f"{txn}/try-{attempt}"
+        producer = _staging_producer(options)
+        try:
+            staged = _stage_try(producer, options, marker, partition, blocks, rows, deadline)
+        except KafkaException as exc:
+            err = _error(exc)
+            if err is not None and err.code() in _PERMANENT:
+                raise RuntimeError(f"{SINK_NAME}: staging batch {txn.batch_id} partition {txn.partition} failed: "
+                                   f"{err.str()}. {_PERMANENT[err.code()]}") from None
+            if err is None or err.fatal() or err.code() == KafkaError._FATAL:
+                _forget_staging_producer(options, producer)
+            last = exc
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+            continue
+        reached(f"{FAULT_POINTS}.after-stage")
+        return staged
+    raise RuntimeError(f"{SINK_NAME}: staging batch {txn.batch_id} partition {txn.partition} was not acknowledged "
+                       f"within transactionTimeoutMs ({options.transaction_timeout_ms} ms); last error: {last}"
+                       ) from last
 
-    def body(producer: Producer) -> StagedRange:
-        offsets = _Offsets()  # a fresh tally per attempt of the transaction
+
+def _stage_try(producer: Producer, options: SinkOptions, marker: str, partition: int, blocks: list[tuple[bytes, int]],
+               rows: int, deadline: float) -> StagedRange:
+    """One try: every block produced under ``marker`` and acknowledged, or a :class:`KafkaException`."""
+    offsets = _Offsets()
+    try:
         records = _produce_all(producer, options.staging_topic, partition,
-                               ((None, payload) for payload, _count in blocks), headers, offsets)
-        producer.flush(max(1.0, deadline - time.monotonic()))
-        if offsets.error is not None:
-            raise KafkaException(offsets.error)
-        if offsets.acknowledged != records:
-            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "staged records were not all acknowledged",
-                                            txn_requires_abort=True))
-        first, last = (offsets.first, offsets.last) if records else (-1, -1)
-        return StagedRange(str(txn), partition, first, last, records, rows)
+                               ((None, payload) for payload, _count in blocks), [(STAGE_HEADER, marker.encode())],
+                               offsets)
+        remaining = producer.flush(max(1.0, deadline - time.monotonic()))
+    except BaseException as exc:
+        kafka_exc = _kafka_exception(exc)
+        if kafka_exc is None:
+            raise
+        raise kafka_exc from None
+    if offsets.error is not None:
+        raise KafkaException(offsets.error)
+    if remaining or offsets.acknowledged != records:
+        raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"{records - offsets.acknowledged} staged "
+                                        "record(s) were not acknowledged in time"))
+    first, last = (offsets.first, offsets.last) if records else (-1, -1)
+    return StagedRange(marker, partition, first, last, records, rows)
 
-    staged = _transaction(options, staging_transactional_id(options.sink_id, txn.partition),
-                          {"message.max.bytes": _STAGING_MAX_MESSAGE_BYTES},
-                          f"staging batch {txn.batch_id} partition {txn.partition}", body, deadline, cached=False)
-    reached(f"{FAULT_POINTS}.after-stage")
-    return staged
+
+def _staging_producer(options: SinkOptions) -> Producer:
+    """This process's idempotent staging producer for the sink's cluster and settings (made on first use)."""
+    key = _staging_key(options)
+    with _producers_lock:
+        producer = _producers.get(key)
+        if producer is None:
+            # idempotence keeps a try's blocks once each in the log, so its range counts exactly its records
+            producer = _producers[key] = Producer(client_conf(options.bootstrap_servers, **{
+                "linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+                **options.kafka_conf, "enable.idempotence": True, "acks": "all",
+                "message.max.bytes": _STAGING_MAX_MESSAGE_BYTES}))
+        return producer
+
+
+def _forget_staging_producer(options: SinkOptions, producer: Producer) -> None:
+    """Drop a staging producer that may be unusable (a fatal error): the next try makes a new one."""
+    key = _staging_key(options)
+    with _producers_lock:
+        if _producers.get(key) is producer:
+            del _producers[key]
+
+
+def _staging_key(options: SinkOptions) -> tuple:
+    return (options.bootstrap_servers, "staging", tuple(sorted((k, str(v)) for k, v in options.kafka_conf.items())))
 
 
 # -- decision + commit (driver) ----------------------------------------------------------------
@@ -557,6 +607,6 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
         return outcome
 
     _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
-                 f"commit of batch {batch_id}", body, deadline, cached=True)
+                 f"commit of batch {batch_id}", body, deadline)
     reached(f"{FAULT_POINTS}.after-commit")
     return outcome

@@ -8,7 +8,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from streamcert.connectors import kafka_write_ahead as wa
@@ -99,19 +99,61 @@ def test_a_later_batch_is_committed_and_an_earlier_replay_is_skipped(options):
     assert _output(options) == _values(range(20))
 
 
-def test_a_zombie_staging_attempt_is_fenced_by_the_next_attempt(options):
-    zombie = Producer(client_conf(options.bootstrap_servers, **{
-        "transactional.id": wa.staging_transactional_id(options.sink_id, 7)}))
-    zombie.init_transactions(10)
-    zombie.begin_transaction()
-    zombie.produce(options.staging_topic, value=b"zombie", partition=1)
+def test_a_zombie_attempts_staged_rows_are_never_copied_even_while_it_stages_inside_the_new_range(options):
+    """Staging is not transactional: what keeps a zombie's rows out is the marker of the try a message names."""
+    zombie = Producer(client_conf(options.bootstrap_servers, **{"enable.idempotence": True, "acks": "all"}))
+    zombie_marker = str(TxnId.new(options.sink_id, 0, 7, 0)).encode()
+    for _i in range(20):  # the zombie of attempt 0 keeps staging into the partition the new attempt stages into
+        zombie.produce(options.staging_topic, value=b"zombie", partition=7 % options.staging_partitions,
+                       headers=[(wa.STAGE_HEADER, zombie_marker)])
+    staged = _stage(options, 0, 7, range(30), attempt=1)
     zombie.flush(10)
-    staged = _stage(options, 0, 7, range(5))  # the new attempt of partition 7 takes the same transactional.id
-    with pytest.raises(KafkaException):
-        zombie.commit_transaction(10)
+    staging = read_topic(options.bootstrap_servers, options.staging_topic, "read_committed")
+    assert sum(value == b"zombie" for *_x, value in staging) == 20  # visible at once: no transaction holds them
     wa.commit_batch(options, 0, [staged])
-    assert _output(options) == _values(range(5))
-    assert b"zombie" not in [v for *_x, v in read_topic(options.bootstrap_servers, options.staging_topic)]
+    assert _output(options) == _values(range(30))
+
+
+def test_a_try_whose_acks_time_out_is_staged_again_and_only_the_last_try_is_copied(clean_links):
+    """The broker writes a try's blocks but the task never hears (its acks come after message.timeout.ms): the task
+    stages every block again under a new marker, and the commit copies that try's rows, once."""
+    import threading
+
+    env = clean_links
+    bootstrap = env.endpoints.bootstrap_servers
+    topic = f"wa-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=1)
+    opts = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                               "sinkId": f"s{uuid.uuid4().hex[:8]}", "stagingPartitions": "1",
+                               "kafka.message.timeout.ms": "1500", "kafka.socket.timeout.ms": "1000",
+                               "transactionTimeoutMs": "30000"})
+    wa.ensure_topics(opts)
+    wa.commit_batch(opts, 0, [wa.stage_rows(opts, TxnId.new(opts.sink_id, 0, 0, 0), iter([_batch(range(10))]))])
+    env.kafka_link.add_toxic("latency", stream="downstream", latency=2500)  # the producer is connected by now
+    threading.Timer(2.0, env.kafka_link.clear).start()
+    staged = wa.stage_rows(opts, TxnId.new(opts.sink_id, 1, 0, 0), iter([_batch(range(10, 50))]))
+    assert "/try-" in staged.txn_id and staged.rows == 40
+    markers = {dict(headers).get(wa.STAGE_HEADER) for headers in _staging_headers(opts)}
+    assert len(markers) >= 3  # batch 0's, the abandoned try of batch 1 (it reached the log too), the last try
+    wa.commit_batch(opts, 1, [staged])
+    assert _output(opts) == _values(range(50))
+
+
+def _staging_headers(options) -> list[list[tuple[str, bytes]]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(client_conf(options.bootstrap_servers, **{"group.id": f"h{uuid.uuid4().hex[:6]}",
+                                                                  "enable.partition.eof": True}))
+    consumer.assign([TopicPartition(options.staging_topic, 0, 0)])
+    headers = []
+    try:
+        while True:
+            msg = consumer.poll(5)
+            if msg is None or msg.error() is not None:
+                return headers
+            headers.append(msg.headers() or [])
+    finally:
+        consumer.close()
 
 
 def test_an_open_transaction_of_a_dead_committer_is_aborted_and_its_batch_redone(options):
@@ -130,13 +172,21 @@ def test_an_open_transaction_of_a_dead_committer_is_aborted_and_its_batch_redone
 
 
 def test_staged_rows_that_are_not_there_are_refused_not_skipped(options):
+    import dataclasses
+
     staged = _stage(options, 0, 0, range(10))
     assert staged.records > 1
+    _stage(options, 0, 0, range(10, 20), attempt=1)  # another try's records follow in the partition
     fields = staged.to_dict()
     for missing in (wa.StagedRange(**{**fields, "rows": staged.rows + 1}),
                     wa.StagedRange(**{**fields, "records": staged.records + 1, "last_offset": staged.last_offset + 1})):
         with pytest.raises(RuntimeError, match="staged rows are lost"):
             wa.commit_batch(options, 0, [missing])
+    beyond = wa.StagedRange(**{**fields, "first_offset": 10_000, "last_offset": 10_003})  # past the log's end
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="could not be read within copyTimeoutMs"):
+        wa.commit_batch(dataclasses.replace(options, copy_timeout_ms=3000), 0, [beyond])
+    assert time.monotonic() - began < 15
     assert wa.last_committed_batch(options) is None and _output(options) == []
 
 
@@ -216,38 +266,39 @@ def test_a_broker_away_for_seconds_delays_the_writer_instead_of_failing_the_quer
     assert time.monotonic() - began < 15
 
 
-def test_a_staging_attempt_fenced_by_a_newer_one_gives_up_at_once_instead_of_fencing_it_back(options):
-    txn_id = wa.staging_transactional_id(options.sink_id, 1)
+def test_a_committer_fenced_by_a_newer_driver_gives_up_at_once_instead_of_fencing_it_back(options):
+    txn_id = wa.committer_transactional_id(options.sink_id)
     newer = []
 
     def body(producer):
-        producer.produce(options.staging_topic, value=b"old attempt", partition=1)
+        producer.produce(options.topic, value=b"old driver", partition=1)
         producer.flush(10)
-        if not newer:  # a newer attempt of the same partition starts while this one is still staging
+        if not newer:  # a newer driver of the same sink starts while this one is still committing
             newer.append(Producer(client_conf(options.bootstrap_servers, **{"transactional.id": txn_id})))
             newer[0].init_transactions(10)
-        return "staged"
+        return "committed"
 
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="was fenced: another producer initialised transactional.id"):
-        wa._transaction(options, txn_id, {}, "staging", body, time.monotonic() + 30, cached=False)
-    # at once, not at the deadline: two attempts re-initialising in turn stalled a benchmark's batch for 60 s
+        wa._transaction(options, txn_id, {}, "commit", body, time.monotonic() + 30)
+    # at once, not at the deadline: two instances re-initialising in turn stalled a benchmark's batch for 60 s
     assert time.monotonic() - started < 10
-    newer[0].begin_transaction()  # the newer attempt was not fenced back: it still commits
-    newer[0].produce(options.staging_topic, value=b"newer attempt", partition=1)
+    newer[0].begin_transaction()  # the newer driver was not fenced back: it still commits
+    newer[0].produce(options.topic, value=b"newer driver", partition=1)
     newer[0].commit_transaction(10)
-    staged = [v for *_x, v in read_topic(options.bootstrap_servers, options.staging_topic)]
-    assert b"newer attempt" in staged and b"old attempt" not in staged
+    output = [v for *_x, v in read_topic(options.bootstrap_servers, options.topic)]
+    assert b"newer driver" in output and b"old driver" not in output
 
 
-def test_staging_producers_of_other_python_workers_do_not_fence_the_next_task(options):
-    _stage(options, 0, 1, range(5))
-    other_worker = Producer(client_conf(options.bootstrap_servers, **{
-        "transactional.id": wa.staging_transactional_id(options.sink_id, 1)}))
-    other_worker.init_transactions(10)  # another Python worker ran partition 1 since
-    staged = _stage(options, 1, 1, range(5, 15))  # each attempt initialises its own producer: nothing to replace
-    wa.commit_batch(options, 1, [staged])
-    assert staged.rows == 10 and _output(options) == _values(range(5, 15))
+def test_one_staging_producer_serves_every_task_of_a_python_worker(options):
+    """No producer initialisation per task: the worker's idempotent producer stages batch after batch."""
+    first = _stage(options, 0, 1, range(5))
+    producer = wa._staging_producer(options)
+    second = _stage(options, 1, 1, range(5, 15))
+    assert wa._staging_producer(options) is producer
+    wa.commit_batch(options, 0, [first])
+    wa.commit_batch(options, 1, [second])
+    assert second.rows == 10 and _output(options) == _values(range(15))
 
 
 def test_the_drivers_consumers_are_kept_between_commits_and_one_that_failed_is_not(options):
