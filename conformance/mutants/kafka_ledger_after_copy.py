@@ -49,11 +49,11 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
 
     transactional_id = committer_transactional_id(options.sink_id)
     rows = _transaction(options, transactional_id, {"partitioner": "murmur2_random"}, f"copy of batch {batch_id}",
-                        copy, deadline, cached=True)
+                        copy, deadline)
     assert rows is not _ALREADY_DONE
     # BUG: the record that makes a replay a no-op commits on its own, after the rows it stands for
     _transaction(options, transactional_id, {"partitioner": "murmur2_random"}, f"record of batch {batch_id}", record,
-                 deadline, cached=True)
+                 deadline)
 
 
 class _Writer(KafkaStreamWriter):

@@ -46,7 +46,7 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
         return None
 
     result = _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
-                          f"commit of batch {batch_id}", body, deadline, cached=True)
+                          f"commit of batch {batch_id}", body, deadline)
     assert result is not _ALREADY_DONE
 
 

@@ -42,7 +42,7 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
         return rows
 
     _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
-                 f"commit of batch {batch_id}", body, deadline, cached=True)
+                 f"commit of batch {batch_id}", body, deadline)
 
 
 class _Writer(KafkaStreamWriter):
