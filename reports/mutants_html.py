@@ -30,7 +30,9 @@ def _cell(pair: dict[str, Any] | None) -> str:
         checks = sorted({finding["check"] for entry in entries for finding in entry.get("findings", [])})
         faulted = any(entry.get("killed_by") for entry in entries)
         how = ", ".join(checks) + (" after the run's faults" if faulted else " (no fault needed)")
-    return f'<td class="v pass">caught<br><span class="stmt">{escape(how)}</span></td>'
+    # a long list of moments may break after each of them, so five seed columns fit a page
+    wrapped = escape(how).replace("+", "+<wbr>").replace("@", "<wbr>@")
+    return f'<td class="v pass">caught<br><span class="stmt">{wrapped}</span></td>'
 
 
 def _strike(kill: dict[str, Any]) -> str:
@@ -78,8 +80,13 @@ def mutants_html(report: dict[str, Any]) -> str:
     table = f'<table class="matrix"><tr><th>mutant</th>{head}<th>caught</th></tr>{rows}</table>'
     details = "".join(_details(name, [found[s] for s in sorted(found)]) for name, found in sorted(by_mutant.items()))
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>streamcert mutation score</title><style>{matrix_css()}</style></head><body><main>{header}"
+            f"<title>streamcert mutation score</title><style>{matrix_css()}{_PAGE_CSS}</style></head>"
+            f"<body><main>{header}"
             f"<h2>Mutants × seeds</h2>{table}<h2>Findings</h2>{details}</main></body></html>\n")
+
+
+#: how each pair was caught wraps in its cell (a verdict matrix's cells do not), so five seed columns fit a page
+_PAGE_CSS = ".matrix td.v .stmt{white-space:normal;display:inline-block;min-width:9em}"
 
 
 def write_mutants_html(report: dict[str, Any], path: Path) -> Path:

@@ -23,7 +23,7 @@ def _report(complete: bool = True) -> dict:
 def test_the_page_shows_the_rate_the_catching_moment_and_the_missed_pair():
     page = mutants_html(_report())
     assert "50.0% detected" in page and "1 of 2 (mutant, seed) pairs" in page
-    assert "commit_in_flight+output_visible@steady" in page and "MISSED" in page
+    assert "commit_in_flight+<wbr>output_visible<wbr>@steady" in page and "MISSED" in page
     assert "<script" not in page and "http" not in page.replace("http-equiv", "")
     assert "incomplete run" in mutants_html(_report(complete=False))
 
