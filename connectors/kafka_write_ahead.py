@@ -24,7 +24,11 @@ Kafka transaction for the driver to commit. The same protocol is realised in two
   sink's equivalent is :class:`~streamcert.connectors.pg_participant.PostgresDecisionLog`). The
   decision record commits atomically with the rows, so there is no window where one exists without
   the other;
-- **replay**: a batch whose decision record is committed writes nothing (``commit`` is idempotent);
+- **replay**: a batch whose decision record is committed writes nothing (``commit`` is idempotent). The driver
+  reads the decision log's tail to know (~60 ms), except where its own last commit answers: the committer that
+  committed batch N-1 (or N) in this process and is still the process's committer knows N is new (or a replay),
+  since any other committer that decided a batch since must have initialised the same ``transactional.id`` first,
+  which fences this one (its transaction fails, it is replaced, and the new one reads the log);
 - **orphans, zombies, abort, recovery**: staged rows nobody's message names (a failed or zombie
   attempt or try, an aborted batch, a crash before the decision) are never copied; an open driver
   transaction left by a crash is aborted when the next driver initialises the same
@@ -70,6 +74,8 @@ _producers: dict[tuple, Producer] = {}
 _producers_lock = threading.Lock()
 _consumers: dict[tuple, Consumer] = {}  # idle consumers the driver's commits take turns with
 _topics_found: set[tuple[str, ...]] = set()  # (bootstrap, output, staging, decision log) known to exist
+#: (bootstrap, decision log, sink id) -> (the last batch this process committed, the producer that committed it)
+_decided: dict[tuple[str, str, str], tuple[int, Producer]] = {}
 
 
 @dataclass(frozen=True)
@@ -589,10 +595,14 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
     outcome: dict[str, Any] = {"batch": batch_id, "replay": False, "rows": 0}
 
     def body(producer: Producer) -> Any:
-        decided = last_committed_batch(options, timeout=max(1.0, deadline - time.monotonic()))
+        decided = _decided_here(options, producer, batch_id)
+        outcome["decision_log_read"] = decided is None
+        if decided is None:
+            decided = last_committed_batch(options, timeout=max(1.0, deadline - time.monotonic()))
         if decided is not None and decided >= batch_id:
             outcome["replay"] = True
             return _ALREADY_DONE
+        outcome["producer"] = producer
         reached(f"{FAULT_POINTS}.before-copy")
         with _kept_consumer(options, _consumer) as consumer:
             rows = sum(_copy_range(consumer, producer, options, rng, deadline)
@@ -608,5 +618,25 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
 
     _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
                  f"commit of batch {batch_id}", body, deadline)
+    committer = outcome.pop("producer", None)
+    if committer is not None and not outcome["replay"]:
+        _decided[_decision_key(options)] = (batch_id, committer)
     reached(f"{FAULT_POINTS}.after-commit")
     return outcome
+
+
+def _decision_key(options: SinkOptions) -> tuple[str, str, str]:
+    return options.bootstrap_servers, options.decision_log_topic, options.sink_id
+
+
+def _decided_here(options: SinkOptions, producer: Producer, batch_id: int) -> int | None:
+    """The last batch this process committed, when that answers whether ``batch_id`` is decided without reading the
+    decision log (a ~60 ms scan a batch): when ``producer`` (the process's committer, about to copy) is the one that
+    committed it, and it is ``batch_id`` or later (a replay) or the batch just before (the next one). No other
+    producer can have decided a batch since without fencing this one: it would have initialised the same
+    ``transactional.id`` first, and this transaction then fails as fenced, the producer is replaced and the next
+    try reads the log. None: read the log."""
+    last = _decided.get(_decision_key(options))
+    if last is None or last[1] is not producer or last[0] < batch_id - 1:
+        return None
+    return last[0]

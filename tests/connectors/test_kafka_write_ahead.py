@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import uuid
@@ -335,3 +336,42 @@ def test_a_row_too_large_for_the_output_fails_the_commit_at_once_with_what_to_do
         wa.commit_batch(options, 0, [staged])
     assert time.monotonic() - started < 15  # not retried until copyTimeoutMs (30 s here)
     assert wa.last_committed_batch(options) is None and _output(options) == []
+
+
+def test_the_committer_reads_the_decision_log_only_when_its_own_last_commit_does_not_answer(options):
+    """~60 ms a batch: the next batch after this committer's own commit, and a replay of it, need no read."""
+    reads = []
+    scan = wa.last_committed_batch
+
+    def counted(opts, timeout=30.0):
+        reads.append(1)
+        return scan(opts, timeout)
+
+    wa.last_committed_batch = counted
+    try:
+        first = wa.commit_batch(options, 3, [_stage(options, 3, 0, range(5))])
+        nxt = wa.commit_batch(options, 4, [_stage(options, 4, 0, range(5, 10))])
+        replay = wa.commit_batch(options, 4, [_stage(options, 4, 0, range(100, 105))])
+        jump = wa.commit_batch(options, 6, [_stage(options, 6, 0, range(10, 15))])  # a batch the process skipped
+    finally:
+        wa.last_committed_batch = scan
+    assert [r["decision_log_read"] for r in (first, nxt, replay, jump)] == [True, False, False, True]
+    assert replay["replay"] is True and len(reads) == 2
+    assert _output(options) == _values(range(15))
+
+
+def test_a_batch_another_driver_decided_after_this_committers_last_commit_is_not_copied_again(options):
+    wa.commit_batch(options, 0, [_stage(options, 0, 0, range(5))])  # this process remembers batch 0
+    staged = _stage(options, 1, 0, range(5, 10))
+    other = Producer(client_conf(options.bootstrap_servers, **{
+        "transactional.id": wa.committer_transactional_id(options.sink_id)}))
+    other.init_transactions(10)  # a newer driver of the sink decides batch 1 (fencing this process's committer)
+    other.begin_transaction()
+    for i in range(5, 10):
+        other.produce(options.topic, value=f"v{i}".encode())
+    other.produce(options.decision_log_topic, key=options.sink_id.encode(), partition=0,
+                  value=json.dumps({"sink": options.sink_id, "batch": 1}).encode())
+    other.commit_transaction(10)
+    result = wa.commit_batch(options, 1, [staged])  # this (now zombie) driver is asked to commit batch 1 too
+    assert result["replay"] is True and result["decision_log_read"] is True
+    assert _output(options) == _values(range(10))  # once, not twice
