@@ -593,8 +593,10 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
     in one transaction, unless the decision log already holds the batch (a replayed commit)."""
     deadline = time.monotonic() + options.copy_timeout_ms / 1000
     outcome: dict[str, Any] = {"batch": batch_id, "replay": False, "rows": 0}
+    copier: Producer | None = None  # the producer of the last try that copied: the one that committed
 
     def body(producer: Producer) -> Any:
+        nonlocal copier
         decided = _decided_here(options, producer, batch_id)
         outcome["decision_log_read"] = decided is None
         if decided is None:
@@ -602,7 +604,7 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
         if decided is not None and decided >= batch_id:
             outcome["replay"] = True
             return _ALREADY_DONE
-        outcome["producer"] = producer
+        copier = producer
         reached(f"{FAULT_POINTS}.before-copy")
         with _kept_consumer(options, _consumer) as consumer:
             rows = sum(_copy_range(consumer, producer, options, rng, deadline)
@@ -618,9 +620,8 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
 
     _transaction(options, committer_transactional_id(options.sink_id), {"partitioner": "murmur2_random"},
                  f"commit of batch {batch_id}", body, deadline)
-    committer = outcome.pop("producer", None)
-    if committer is not None and not outcome["replay"]:
-        _decided[_decision_key(options)] = (batch_id, committer)
+    if copier is not None and not outcome["replay"]:
+        _decided[_decision_key(options)] = (batch_id, copier)
     reached(f"{FAULT_POINTS}.after-commit")
     return outcome
 

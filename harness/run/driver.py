@@ -519,7 +519,8 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_term)
-    for start in range(SPARK_START_RETRIES + 1):
+    restarts = 0
+    while True:
         try:
             built = load_builder(spec.builder)(spark, {**spec.params, "checkpoint": spec.checkpoint})
             emit("built")  # where a restart's seconds go: the builder's (connectors loaded, schemas asked), start()'s
@@ -532,8 +533,9 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
             while query.isActive and not stopping.is_set():
                 query.awaitTermination(0.2)
         except Exception as exc:  # the query failed; its terminated event carries the error
-            if start < SPARK_START_RETRIES and is_spark_start_failure(str(exc)):
+            if restarts < SPARK_START_RETRIES and is_spark_start_failure(str(exc)):
                 # Spark's own start-up, not the connector: the query starts again from its checkpoint, as after a kill
+                restarts += 1
                 _drain_listeners(spark)
                 emit("query_restarted", why=SPARK_START_FAILURE, error=str(exc).strip().splitlines()[0][:300])
                 continue
@@ -542,7 +544,6 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
             return 1
         _close(spark, query, emit, events)
         return 0
-    return 1  # not reached: the last start's failure returns above
 
 
 def _close(spark: Any, query: Any, emit: Any, events: Any) -> None:
