@@ -18,14 +18,16 @@ SparkSession, warms the status API and the path a query takes (:mod:`~streamcert
 its own registered, loaded and read as a batch on every core; then, in a thread ended when the standby is told to
 go, queries of its own through a Python source into a Python sink and into Spark's file sink, and a stateful one on
 a RocksDB session, so the JVM's classes are loaded, the streaming runners have run once and Python workers are
-forked for the first batch to reuse), and waits. A restart whose Spark settings are the standby's hands it the spec
+forked for the first batch to reuse; then, until it is told to go, a one-task job every
+:data:`~streamcert.harness.run.warm_up.KEEP_WORKERS_S`, or Spark stops those workers after a minute idle), and
+waits. A restart whose Spark settings are the standby's hands it the spec
 (a file named in its go-file); the standby gives itself and everything it started the normal priority back where
 the OS lets it (root or CAP_SYS_NICE; otherwise it runs on at the lowered one and says so) and builds the query at
 once: the restart costs the query's build and start, not a JVM's and a session's. Standbys whose settings no longer
 fit (another master) are discarded and the attempt starts cold. A standby writes a ``standby`` event when it is
 ready, and its ``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, ~0 when
-it was told to go before it was), ``warm_up`` (the warm-up steps it finished, in seconds, and whether the go cut
-one short) and ``priority_restored``.
+it was told to go before it was), ``warm_up`` (the warm-up steps it finished, in seconds, whether the go cut one
+short, and how many jobs kept its workers) and ``priority_restored``.
 """
 
 from __future__ import annotations

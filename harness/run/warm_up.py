@@ -29,13 +29,19 @@ from typing import Any
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
                                     InputPartition, WriterCommitMessage)
 
-__all__ = ["WarmUpSource", "WARM_UP_QUERY_PREFIX", "BackgroundWarmUp", "warm_python_data_source_path",
-           "warm_query_path"]
+__all__ = ["WarmUpSource", "WARM_UP_QUERY_PREFIX", "KEEP_WORKERS_S", "BackgroundWarmUp", "warm_python_data_source_path",
+           "warm_query_path", "keep_workers"]
 
 #: The name of every query the warm-up runs (a listener tells them from the query under test by it).
 WARM_UP_QUERY_PREFIX = "streamcert-warm-up"
 #: The Spark job group of a warm-up's jobs (cancelled as one when the standby is told to go).
 _JOB_GROUP = WARM_UP_QUERY_PREFIX
+#: Seconds between a waiting standby's one-task jobs that keep its Python workers. Spark stops a worker pool's idle
+#: workers once none was taken or given back for a minute (``PythonWorkerFactory.IDLE_WORKER_TIMEOUT_NS``, fixed, looked
+#: at every 10 s), so a standby that waited longer after its warm-up handed its query none: the first batch forked new
+#: workers and imported pyspark, pandas, pyarrow and the connector in each (a Kafka 2PC first batch after a restart:
+#: 15-23 s after a 60-s wait, 7.6 s with the warm-up's workers still there, on a busy 2-core machine).
+KEEP_WORKERS_S = 40.0
 #: The state store the reference aggregator needs; a session set to it warms a stateful query too.
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -122,6 +128,16 @@ def warm_python_data_source_path(spark: Any) -> None:
     spark.read.format(WarmUpSource.name()).option("partitions", str(_cores(spark))).load().collect()
 
 
+def keep_workers(spark: Any, go: threading.Event, every_s: float = KEEP_WORKERS_S,
+                 read: Callable[[], None] = lambda: None) -> None:
+    """Driver (a standby's warm-up thread, after its steps, until ``go`` is set): a batch read of
+    :class:`WarmUpSource` in one partition per core every ``every_s``, which takes the idle Python workers and gives
+    them back, so Spark does not stop them as idle (:data:`KEEP_WORKERS_S`); ``read()`` is called after each."""
+    while not go.wait(every_s):
+        spark.read.format(WarmUpSource.name()).option("partitions", str(_cores(spark))).load().collect()
+        read()
+
+
 def _cores(spark: Any) -> int:
     return spark.sparkContext.defaultParallelism
 
@@ -206,17 +222,22 @@ def warm_query_path(spark: Any, told_to_go: Callable[[], bool] = lambda: False,
 
 
 class BackgroundWarmUp:
-    """:func:`warm_query_path` in a thread of a standby driver, ended when the standby is told to go: a restart
-    never waits for these steps (on two cores, while the attempt before it runs, they take 15-25 s; kills may come
-    every ten), and its queries are stopped. The data source step comes first and is waited for
-    (:func:`warm_python_data_source_path`): a registration or a schema asked cannot be cut short, and one left
-    running beside the query under test's build slowed that build from ~1.3 s to 5-7 s. Created and stopped in the
-    standby's main thread."""
+    """:func:`warm_query_path` in a thread of a standby driver, then :func:`keep_workers` until the standby is told
+    to go, which ends it: a restart never waits for these steps (on two cores, while the attempt before it runs, they
+    take 15-25 s; kills may come every ten), and its queries are stopped. The data source step comes first and is
+    waited for (:func:`warm_python_data_source_path`): a registration or a schema asked cannot be cut short, and one
+    left running beside the query under test's build slowed that build from ~1.3 s to 5-7 s. Created and stopped in
+    the standby's main thread."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, keep_workers_s: float = KEEP_WORKERS_S) -> None:
         self._spark = spark
         self._go = threading.Event()
+        self._keep_workers_s = keep_workers_s
         self.took: dict[str, float] = {}
+        #: whether every step finished before the go
+        self.finished = False
+        #: the reads :func:`keep_workers` ran after the steps
+        self.kept_workers = 0
         self.error: str | None = None
         self._thread = threading.Thread(target=self._run, name="standby-warm-up", daemon=True)
         self._stopper: threading.Thread | None = None
@@ -232,9 +253,15 @@ class BackgroundWarmUp:
         context.setJobGroup(_JOB_GROUP, "a standby's warm-up", interruptOnCancel=True)
         try:
             warm_query_path(self._spark, told_to_go=self._go.is_set, took=self.took)
+            self.finished = len(self.took) == len(_steps(self._spark))
+            if self.finished:
+                keep_workers(self._spark, self._go, self._keep_workers_s, read=self._kept)
         except Exception as exc:  # noqa: BLE001 - a warm-up is a help: a step cut short or failed costs nothing
             if not self._go.is_set():
                 self.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+
+    def _kept(self) -> None:
+        self.kept_workers += 1
 
     @property
     def done(self) -> bool:
@@ -244,7 +271,8 @@ class BackgroundWarmUp:
     def stop(self, timeout_s: float = 0.5) -> dict[str, Any]:
         """End the step under way (its jobs cancelled at once; its query stopped by a thread of its own, since a
         query's stop waits for its batch) and wait for the warm-up's thread at most ``timeout_s``; what ran:
-        ``{"steps": {step: seconds}, "cut_short": bool, "error": ...}``. Idempotent."""
+        ``{"steps": {step: seconds}, "cut_short": bool (the go came before every step finished),
+        "kept_workers": reads of :func:`keep_workers`, "error": ...}``. Idempotent."""
         running = self._thread.is_alive()
         self._go.set()
         if running:
@@ -253,7 +281,8 @@ class BackgroundWarmUp:
                 self._stopper = threading.Thread(target=self._stop_queries, name="standby-warm-up-stop", daemon=True)
                 self._stopper.start()
             self._thread.join(timeout_s)
-        return {"steps": dict(self.took), "cut_short": running, "error": self.error}
+        return {"steps": dict(self.took), "cut_short": not self.finished and self.error is None,
+                "kept_workers": self.kept_workers, "error": self.error}
 
     def _stop_queries(self) -> None:
         """Stop the warm-up's queries until its thread ended (one it starts after the go stops itself)."""

@@ -4,13 +4,15 @@ standby is told to go."""
 
 from __future__ import annotations
 
-import pytest
-
+import os
 import time
+
+import psutil
+import pytest
 
 from streamcert.harness.waiting import wait_for
 
-from streamcert.harness.run.warm_up import (WARM_UP_QUERY_PREFIX, BackgroundWarmUp, WarmUpSource,
+from streamcert.harness.run.warm_up import (KEEP_WORKERS_S, WARM_UP_QUERY_PREFIX, BackgroundWarmUp, WarmUpSource,
                                             warm_python_data_source_path, warm_query_path)
 
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -74,4 +76,53 @@ def test_a_background_warm_up_told_to_go_ends_the_step_under_way_at_once(stack):
     assert ended["cut_short"] is True and ended["error"] is None, ended
     wait_for(lambda: warm_up.done, what="the warm-up's thread to end", timeout=30)
     assert not any((query.name or "").startswith(WARM_UP_QUERY_PREFIX) for query in spark.streams.active)
-    assert warm_up.stop()["cut_short"] is False  # idempotent: nothing was left running
+    assert warm_up.stop() == ended  # idempotent: nothing was left running
+
+
+def _pooled_task_workers() -> set[int]:
+    """The Python task workers this test's Spark forked (children of its ``pyspark.daemon pyspark.worker``)."""
+    workers = set()
+    for process in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            parent = process.parent()
+            if parent is not None and "pyspark.daemon" in " ".join(parent.cmdline()) and \
+                    parent.cmdline()[-1] == "pyspark.worker":
+                workers.add(process.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return workers
+
+
+@pytest.mark.integration
+def test_a_background_warm_up_that_finished_its_steps_keeps_its_workers_until_told_to_go(stack):
+    spark = stack.spark
+    warm_python_data_source_path(spark)
+    warm_up = BackgroundWarmUp(spark, keep_workers_s=0.2).start()
+    wait_for(lambda: warm_up.kept_workers >= 2, what="two reads that keep the workers", timeout=120)
+    ended = warm_up.stop()
+    assert ended["cut_short"] is False and ended["error"] is None and ended["kept_workers"] >= 2, ended
+    assert set(ended["steps"]) >= {"python_sink", "files"}, ended
+    wait_for(lambda: warm_up.done, what="the warm-up's thread to end", timeout=30)
+    kept = warm_up.kept_workers
+    time.sleep(0.5)
+    assert warm_up.kept_workers == kept  # told to go: no read after
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_spark_stops_idle_python_workers_after_a_minute_and_a_waiting_warm_up_keeps_them(stack):
+    """The premise of KEEP_WORKERS_S (Spark's idle timeout, fixed at one minute) and the keeping, on real workers."""
+    spark = stack.spark
+    warm_python_data_source_path(spark)
+    idle = _pooled_task_workers()
+    assert idle, "the warm-up forked no task worker"
+    wait_for(lambda: not (idle & _pooled_task_workers()), what="Spark to stop the idle workers", timeout=100,
+             interval=2)
+    warm_python_data_source_path(spark)
+    warm_up = BackgroundWarmUp(spark, keep_workers_s=KEEP_WORKERS_S).start()
+    wait_for(lambda: warm_up.finished, what="the warm-up's steps", timeout=120)
+    kept = _pooled_task_workers()
+    time.sleep(80)
+    ended = warm_up.stop()
+    assert ended["kept_workers"] >= 1, ended
+    assert kept <= _pooled_task_workers(), "the waiting warm-up did not keep its workers"
