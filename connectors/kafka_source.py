@@ -312,7 +312,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Runs on an executor: read exactly ``[from, until)`` of each assigned partition."""
         from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-        from .kafka_client import LIBRDKAFKA_LOGGER
+        from .kafka_client import LIBRDKAFKA_LOGGER, take
 
         consumer = Consumer({
             "bootstrap.servers": self.options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
@@ -327,7 +327,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
         try:
             while pending:
-                messages = consumer.consume(_CHUNK, timeout=0.05)  # returns at the timeout when fewer are there
+                messages = take(consumer, _CHUNK, 0.05)
                 progressed = False
                 for msg in messages:
                     error = msg.error()

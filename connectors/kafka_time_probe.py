@@ -135,6 +135,8 @@ class KafkaTimeProbe:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+        from .kafka_client import take
+
         consumer = self._client()
         pending = {tp for tp in starts if ends[tp] > starts[tp]}
         consumer.assign([KafkaTopicPartition(t, p, starts[(t, p)]) for t, p in pending])
@@ -142,7 +144,7 @@ class KafkaTimeProbe:
         deadline = time.monotonic() + self.timeout_s
         try:
             while pending and time.monotonic() < deadline:
-                for message in consumer.consume(500, timeout=0.05):
+                for message in take(consumer, 500, 0.05):
                     tp = (message.topic(), message.partition())
                     error = message.error()
                     if error is not None:

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 
 from streamcert.connectors.declarations import KafkaTwoPhaseSinkUnderTest
 from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink
-from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, _consumer, _copy_range, _produce_all,
+from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, _staging_reader, _copy_range, _produce_all,
                                                      _transaction, committer_transactional_id, last_committed_batch)
 
 __all__ = ["CONNECTOR"]
@@ -32,7 +32,7 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
         return
 
     def copy(producer: Producer) -> Any:
-        consumer = _consumer(options)
+        consumer = _staging_reader(options)
         try:
             return sum(_copy_range(consumer, producer, options, rng, deadline)
                        for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)))

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from streamcert.connectors.declarations import KafkaTwoPhaseSinkUnderTest
 from streamcert.connectors.kafka_client import client_conf
 from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink
-from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, _consumer, _copy_range,
+from streamcert.connectors.kafka_write_ahead import (_ALREADY_DONE, _staging_reader, _copy_range,
                                                      _transaction, committer_transactional_id, last_committed_batch)
 
 __all__ = ["CONNECTOR"]
@@ -36,7 +36,7 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
     ledger.flush(30)
 
     def body(producer: Producer) -> Any:
-        consumer = _consumer(options)
+        consumer = _staging_reader(options)
         try:
             for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)):
                 _copy_range(consumer, producer, options, rng, deadline)

@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 
 from streamcert.connectors.declarations import KafkaTwoPhaseSinkUnderTest
 from streamcert.connectors.kafka_sink import KafkaStreamWriter, KafkaTwoPhaseSink
-from streamcert.connectors.kafka_write_ahead import (_consumer, _copy_range, _produce_all, _transaction,
+from streamcert.connectors.kafka_write_ahead import (_staging_reader, _copy_range, _produce_all, _transaction,
                                                      committer_transactional_id)
 
 __all__ = ["CONNECTOR"]
@@ -28,7 +28,7 @@ def _commit_batch(options, batch_id: int, staged: list) -> None:
 
     def body(producer: Producer) -> Any:
         # BUG: no look at the decision log: a replayed commit copies again
-        consumer = _consumer(options)
+        consumer = _staging_reader(options)
         try:
             rows = sum(_copy_range(consumer, producer, options, rng, deadline)
                        for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)))
