@@ -230,7 +230,13 @@ class BackgroundWarmUp:
     the standby's main thread."""
 
     def __init__(self, spark: Any, keep_workers_s: float = KEEP_WORKERS_S) -> None:
-        self._spark = spark
+        #: a session of its own on the same SparkContext (the JVM, its classes and Python workers are shared): a
+        #: session's streaming listeners hear only its own queries. In the standby's session, a warm-up query being
+        #: stopped after the go interrupted Spark's post of its event to the driver's progress listener, and Spark
+        #: removed that listener ("Interrupted while posting to PythonStreamingQueryListenerWrapper"): the attempt
+        #: then ran its batches with no progress reported, its feed stopped and the kills aimed at it gave up.
+        self._spark = spark.newSession()
+        self.session = self._spark
         self._go = threading.Event()
         self._keep_workers_s = keep_workers_s
         self.took: dict[str, float] = {}
@@ -250,6 +256,7 @@ class BackgroundWarmUp:
         context = self._spark.sparkContext
         # a new JVM thread has no active session: a stream's sink is looked up in it, not in the writer's session
         self._spark._jvm.SparkSession.setActiveSession(self._spark._jsparkSession)
+        self._spark.dataSource.register(WarmUpSource)  # a registration belongs to its session
         context.setJobGroup(_JOB_GROUP, "a standby's warm-up", interruptOnCancel=True)
         try:
             warm_query_path(self._spark, told_to_go=self._go.is_set, took=self.took)

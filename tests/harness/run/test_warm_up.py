@@ -126,3 +126,40 @@ def test_spark_stops_idle_python_workers_after_a_minute_and_a_waiting_warm_up_ke
     ended = warm_up.stop()
     assert ended["kept_workers"] >= 1, ended
     assert kept <= _pooled_task_workers(), "the waiting warm-up did not keep its workers"
+
+
+@pytest.mark.integration
+def test_a_background_warm_up_runs_its_queries_in_a_session_of_its_own_whose_events_the_driver_does_not_hear(stack):
+    """A listener of the driver's session must never be called for a warm-up query: Spark removes a listener whose
+    call a query's stop interrupted, and the driver's progress reports then stop."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    spark = stack.spark
+    heard: list[str] = []
+
+    class _Names(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            heard.append(event.name or "")
+
+        def onQueryProgress(self, event) -> None:
+            heard.append(event.progress.name or "")
+
+        def onQueryIdle(self, event) -> None:
+            return None
+
+        def onQueryTerminated(self, event) -> None:
+            heard.append("terminated")
+
+    listener = _Names()
+    spark.streams.addListener(listener)
+    try:
+        warm_python_data_source_path(spark)
+        warm_up = BackgroundWarmUp(spark, keep_workers_s=60.0).start()
+        assert warm_up.session is not spark and warm_up.session.sparkContext is spark.sparkContext
+        wait_for(lambda: warm_up.finished, what="the warm-up's steps", timeout=120)
+        warm_up.stop()
+        wait_for(lambda: warm_up.done, what="the warm-up's thread to end", timeout=30)
+        time.sleep(1.0)  # listener calls arrive after the queries' events
+    finally:
+        spark.streams.removeListener(listener)
+    assert warm_up.took and heard == [], heard
