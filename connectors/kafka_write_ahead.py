@@ -34,14 +34,14 @@ Kafka transaction for the driver to commit. The same protocol is realised in two
   transaction left by a crash is aborted when the next driver initialises the same
   ``transactional.id`` (before it reads the decision log). Nothing else needs recovering.
 
-Where a commit's time goes (a batch of two staged ranges of 60 rows, :func:`stage_rows` and :func:`commit_batch`
-in a loop on the local broker, median of 19 batches): 62 ms, of which the copy 22 ms and the transaction's commit
-3 ms. Reads take what the client has queued after their first message
-(:func:`~streamcert.connectors.kafka_client.take`): a ``consume(1000, timeout)`` that found fewer held them for the
-whole timeout, 50 ms a range (120 ms a batch before). The decision log and the staging topic have a reader each: one consumer switched between them fetched nothing for
-~1 s in about half the switches, which every restarted driver's first commit paid (a fresh process's first commit:
-1.1-1.2 s before, 0.19 s now; after a SIGKILLed committer, whose open transaction the new one's ``InitProducerId``
-aborts: 2.1 s before, 0.7 s now).
+Where a commit's time goes (a batch of two staged ranges of 60 rows, :func:`stage_rows` and :func:`commit_batch` in
+a loop on the local broker, median of 19 batches): 62 ms, of which the copy 22 ms and the transaction's commit 3 ms.
+Reads take what the client has queued after their first message (:func:`~streamcert.connectors.kafka_client.take`):
+a ``consume(1000, timeout)`` that found fewer held them for the whole timeout, 50 ms a range (120 ms a batch
+before). The decision log and the staging topic have a reader each: one consumer switched between them fetched
+nothing for ~1 s in about half the switches, which every restarted driver's first commit paid (a fresh process's
+first commit: 1.1-1.2 s before, 0.19 s now; after a SIGKILLed committer, whose open transaction the new one's
+``InitProducerId`` aborts: 2.1 s before, 0.7 s now).
 
 Rescale-safe: the decision is per batch, not per Spark partition, so a replay partitioned
 differently copies its own staged ranges once. Costs a second write of every row (measured in the
