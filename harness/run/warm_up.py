@@ -125,7 +125,7 @@ def warm_python_data_source_path(spark: Any) -> None:
     the query's first batch will find them."""
     spark.dataSource.register(WarmUpSource)
     spark.readStream.format(WarmUpSource.name()).load()
-    spark.read.format(WarmUpSource.name()).option("partitions", str(_cores(spark))).load().collect()
+    _read_one_row_per_core(spark)
 
 
 def keep_workers(spark: Any, go: threading.Event, every_s: float = KEEP_WORKERS_S,
@@ -134,8 +134,12 @@ def keep_workers(spark: Any, go: threading.Event, every_s: float = KEEP_WORKERS_
     :class:`WarmUpSource` in one partition per core every ``every_s``, which takes the idle Python workers and gives
     them back, so Spark does not stop them as idle (:data:`KEEP_WORKERS_S`); ``read()`` is called after each."""
     while not go.wait(every_s):
-        spark.read.format(WarmUpSource.name()).option("partitions", str(_cores(spark))).load().collect()
+        _read_one_row_per_core(spark)
         read()
+
+
+def _read_one_row_per_core(spark: Any) -> None:
+    spark.read.format(WarmUpSource.name()).option("partitions", str(_cores(spark))).load().collect()
 
 
 def _cores(spark: Any) -> int:
@@ -236,7 +240,6 @@ class BackgroundWarmUp:
         #: removed that listener ("Interrupted while posting to PythonStreamingQueryListenerWrapper"): the attempt
         #: then ran its batches with no progress reported, its feed stopped and the kills aimed at it gave up.
         self._spark = spark.newSession()
-        self.session = self._spark
         self._go = threading.Event()
         self._keep_workers_s = keep_workers_s
         self.took: dict[str, float] = {}
@@ -266,6 +269,11 @@ class BackgroundWarmUp:
         except Exception as exc:  # noqa: BLE001 - a warm-up is a help: a step cut short or failed costs nothing
             if not self._go.is_set():
                 self.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+
+    @property
+    def session(self) -> Any:
+        """The warm-up's own SparkSession (on the standby's SparkContext)."""
+        return self._spark
 
     def _kept(self) -> None:
         self.kept_workers += 1
