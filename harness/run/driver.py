@@ -28,6 +28,12 @@ fit (another master) are discarded and the attempt starts cold. A standby writes
 ready, and its ``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, ~0 when
 it was told to go before it was), ``warm_up`` (the warm-up steps it finished, in seconds, whether the go cut one
 short, and how many jobs kept its workers) and ``priority_restored``.
+
+Each driver child gives Spark a scratch folder of its own under :attr:`DriverProcess.scratch_dir` (``spark.local.dir``
+and the JVM's ``java.io.tmpdir``: block manager files, the RocksDB state stores' working copies, the native libraries
+the JVM unpacks). A SIGKILLed JVM never removes its own, and a kill run kills a dozen or more: left in ``/tmp`` they
+came to ~30 MB a killed stateful attempt, gigabytes a day of certifications. The harness removes a child's scratch
+once the child is gone, and all of it when the driver stops.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -56,12 +63,15 @@ from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, proc
 from streamcert.harness.stack.jvm_start import ensure_class_archive
 from streamcert.harness.waiting import wait_for
 
-__all__ = ["DRIVER_TOKEN_VAR", "SPARK_START_FAILURE", "SPARK_START_RETRIES", "QuerySpec", "DriverProcess",
-           "load_builder", "is_spark_start_failure"]
+__all__ = ["DRIVER_TOKEN_VAR", "SCRATCH_VAR", "SPARK_START_FAILURE", "SPARK_START_RETRIES", "QuerySpec",
+           "DriverProcess", "load_builder", "is_spark_start_failure"]
 
 #: Marks every process of one driver attempt. PySpark's Python worker daemon puts itself in a
 #: process group of its own, so killing the driver's group alone would leave workers behind.
 DRIVER_TOKEN_VAR = "STREAMCERT_DRIVER_TOKEN"
+
+#: The folder a driver child gives Spark for its scratch (see the module's docstring); set by the parent per child.
+SCRATCH_VAR = "STREAMCERT_DRIVER_SCRATCH"
 
 #: How a query dies when a Python process Spark starts for it (a data source's planner runner) does not connect back
 #: within Spark's fixed 10 s (``PythonWorkerFactory``, not a setting): the machine was too busy, not the connector
@@ -139,6 +149,21 @@ class DriverProcess(ProcessBacked):
     def events_file(self) -> Path:
         return self.workdir / f"{self.name}-events.jsonl"
 
+    @property
+    def scratch_dir(self) -> Path:
+        """Where the driver children keep Spark's scratch, a folder each named by the child's driver token."""
+        return self.workdir / "scratch"
+
+    def _remove_scratch(self, keep_live: bool = True) -> None:
+        """Remove the scratch of every child that is gone (of all of them when ``keep_live`` is false)."""
+        live = {self._driver_token} if keep_live and self.is_running() else set()
+        live |= {s.token for s in self._standbys} if keep_live else set()
+        for folder in self.scratch_dir.glob("*"):
+            if folder.name not in live:
+                shutil.rmtree(folder, ignore_errors=True)
+        if not keep_live:
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
     def start(self) -> None:
         if self._process is not None and self._process.is_running():
             return
@@ -164,12 +189,14 @@ class DriverProcess(ProcessBacked):
             waiting = {s.attempt for s in self._standbys}
             self._standbys += [self._spawn_standby(attempt) for attempt in
                                range(self.attempt + 1, self.attempt + 1 + STANDBY_DEPTH) if attempt not in waiting]
+        self._remove_scratch()  # of the children gone: an attempt that ended by itself, discarded standbys
 
     def _spawn(self, spec_file: Path, attempt: int, go_file: Path | None = None) -> tuple[ManagedProcess, str]:
         """Start a driver child for ``attempt`` (a standby when ``go_file`` is given); its process and token."""
         token = uuid.uuid4().hex
         env = token_env(self.run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
-            DRIVER_TOKEN_VAR: token, POINTS_DIR_VAR: str(self.fault_points_dir)}))
+            DRIVER_TOKEN_VAR: token, POINTS_DIR_VAR: str(self.fault_points_dir),
+            SCRATCH_VAR: str(self.scratch_dir / token)}))
         argv = [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
                 str(attempt)] + ([str(go_file)] if go_file is not None else [])
         process = ManagedProcess(f"driver {self.name} (attempt {attempt}{', standby' if go_file else ''})", argv,
@@ -190,6 +217,7 @@ class DriverProcess(ProcessBacked):
         super().stop()
         self._reap()
         self._discard_standbys()
+        self._remove_scratch(keep_live=False)
 
     def _discard_standbys(self, which: Callable[["_Standby"], bool] = lambda _standby: True) -> None:
         """Kill and forget the standbys ``which`` selects (all of them by default)."""
@@ -232,6 +260,7 @@ class DriverProcess(ProcessBacked):
         """SIGKILL the driver and everything it started (JVM, Python workers): a crash."""
         super().kill()
         self._reap()
+        self._remove_scratch()
 
     def _reap(self) -> None:
         if self._driver_token:
@@ -490,7 +519,8 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
             if str(event.id) in self.queries:
                 emit("terminated", error=event.exception)
 
-    spark = spark_session(SparkConfig(master=spec.master, conf=spec.spark_conf, packages=spec.packages,
+    conf, java_options = _scratch_settings(spec.spark_conf, os.environ.get(SCRATCH_VAR))
+    spark = spark_session(SparkConfig(master=spec.master, conf=conf, packages=spec.packages, java_options=java_options,
                                       app_name=f"streamcert-driver-{attempt}"))
     context = spark.sparkContext
     # a watcher's first look must find the status API ready: the query's first moments last well under its cold start
@@ -546,6 +576,20 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
             return 1
         _close(spark, query, emit, events)
         return 0
+
+
+def _scratch_settings(spark_conf: dict[str, str], scratch: str | None) -> tuple[dict[str, str], str]:
+    """The Spark settings and JVM options that put a driver child's scratch in ``scratch`` (none without one); a
+    ``spark.local.dir`` the spec sets is kept."""
+    if not scratch:
+        return dict(spark_conf), ""
+    Path(scratch).mkdir(parents=True, exist_ok=True)
+    conf = dict(spark_conf)
+    if "," not in scratch:  # Spark reads spark.local.dir as a comma-separated list
+        conf.setdefault("spark.local.dir", scratch)
+    # Spark parses extraJavaOptions as a shell would: double quotes keep a path with spaces one option
+    quoted = scratch.replace("\\", "\\\\").replace('"', '\\"')
+    return conf, f'"-Djava.io.tmpdir={quoted}"'
 
 
 def _close(spark: Any, query: Any, emit: Any, events: Any) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import time
 
+import psutil
 import pytest
 
 from streamcert.harness.run.checkpoint import checkpoint_state, read_offsets
-from streamcert.harness.run.driver import (DriverProcess, QuerySpec, _lower_priority, _restore_priority,
-                                          _restore_priority_when_told, _Standby, load_builder)
+from streamcert.harness.run.driver import (DRIVER_TOKEN_VAR, DriverProcess, QuerySpec, _lower_priority,
+                                          _restore_priority, _restore_priority_when_told, _Standby, load_builder)
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.process import processes_with_token
 
@@ -272,7 +273,9 @@ def test_a_warm_standby_takes_over_a_killed_attempt_in_a_moment_and_replays_its_
     with driver:
         driver.wait_for(lambda d: any(e["event"] == "standby" for e in d.events(2)), "the standby ready",
                         timeout=180)
+        killed_scratch = _spark_scratch_of(driver._driver_token, driver)
         driver.kill()
+        assert not killed_scratch.exists()  # a SIGKILLed JVM leaves its scratch: the harness removes it
         killed_at = time.time()
         driver.restart()
         driver.wait_for(lambda d: d.session(2) is not None, "the standby's session", timeout=60)
@@ -282,9 +285,30 @@ def test_a_warm_standby_takes_over_a_killed_attempt_in_a_moment_and_replays_its_
         assert session["priority_restored"] or os.geteuid() != 0, session  # root lowers a nice value
         driver.wait_for(lambda d: (d.checkpoint().latest_commit or -1) >= rows // per_batch - 1,
                         "every batch committed", timeout=180)
+        _spark_scratch_of(driver._driver_token, driver)
     assert processes_with_token(token) == []
+    assert not driver.scratch_dir.exists()
     values = [row.value for row in stack.spark.read.parquet(str(out)).collect()]
     assert sorted(values) == list(range(rows))
+
+
+def _spark_scratch_of(driver_token: str, driver: DriverProcess):
+    """The running child's scratch folder, checked to be where its Spark keeps its files and its JVM its temp."""
+    scratch = driver.scratch_dir / driver_token
+    assert list(scratch.glob("blockmgr-*")), sorted(p.name for p in scratch.glob("*"))  # spark.local.dir
+    jvms = [p for p in map(psutil.Process, processes_with_token(driver_token, var=DRIVER_TOKEN_VAR))
+            if p.name() == "java"]
+    assert jvms and all(f"-Djava.io.tmpdir={scratch}" in p.cmdline() for p in jvms), [p.cmdline() for p in jvms]
+    return scratch
+
+
+def test_a_driver_child_keeps_a_spark_local_dir_its_spec_sets_and_quotes_its_scratch_for_the_jvm():
+    from streamcert.harness.run.driver import _scratch_settings
+
+    conf, options = _scratch_settings({"spark.local.dir": "/mine", "k": "v"}, "/runs/a b/scratch/t")
+    assert conf == {"spark.local.dir": "/mine", "k": "v"} and options == '"-Djava.io.tmpdir=/runs/a b/scratch/t"'
+    assert _scratch_settings({"k": "v"}, "/s/t")[0] == {"k": "v", "spark.local.dir": "/s/t"}
+    assert _scratch_settings({"k": "v"}, None) == ({"k": "v"}, "")
 
 
 def test_only_spark_failing_to_start_its_python_process_makes_the_driver_start_the_query_again():
