@@ -39,6 +39,7 @@ from streamcert.conformance.verdicts import JudgedRun, Verdict, capability_verdi
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
+from streamcert.harness.run.driver_pool import DriverPool
 from streamcert.harness.systems import addresses, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
 from streamcert.harness.verify.checkers import CheckResult
@@ -239,7 +240,7 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     try:
         result.save(out / "results.json")
         if jobs == 1 or environment is not None:
-            with _Stacks(provider, environment) as stacks:
+            with _Stacks(provider, environment, pooled=standby_fits(jobs)) as stacks:
                 _run_all(certification, stacks, out, judged, result, on_run)
         else:
             _run_jobs(certification, provider, jobs, out, judged, result, on_run)
@@ -279,17 +280,38 @@ class _Stacks:
     runs; each started when a run first needs it (the one before is stopped: runs go in broker order), all stopped
     at the end. A stack given by the caller (tests) serves its broker count and is never stopped here."""
 
-    def __init__(self, provider: str, given: Any = None) -> None:
+    def __init__(self, provider: str, given: Any = None, pooled: bool = False) -> None:
         self.provider = provider
+        #: whether runs get warm drivers from a pool of the stack's (:meth:`pool`)
+        self.pooled = pooled
         self.given = given
         self.given_brokers = getattr(getattr(given, "config", None), "brokers", 1) if given is not None else None
         self.current: tuple[int, Any] | None = None
+        #: the warm driver children of the stack in use (see :meth:`pool`)
+        self._pool: tuple[Any, DriverPool] | None = None
 
     def __enter__(self) -> "_Stacks":
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stop_pool()
         self._stop_own()
+
+    def pool(self, env: Any) -> DriverPool | None:
+        """The pool of warm driver children for ``env``'s runs (None unless ``pooled``): a child starts when a run
+        takes one (or finds none of its Spark settings), for the next run; stopped with the stack."""
+        if not self.pooled:
+            return None
+        if self._pool is None or self._pool[0] is not env:
+            self._stop_pool()
+            folder = env.workdir / "driver-pool" if getattr(env, "workdir", None) is not None else None
+            self._pool = (env, DriverPool(folder, run_token=getattr(env, "run_token", "")))
+        return self._pool[1]
+
+    def _stop_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool[1].stop()
 
     def cannot_start(self, brokers: int) -> str | None:
         """Why a stack of ``brokers`` cannot be had here, or None."""
@@ -317,6 +339,7 @@ class _Stacks:
         return env
 
     def _stop_own(self) -> None:
+        self._stop_pool()
         current, self.current = self.current, None
         if current is not None:
             current[1].stop()
@@ -326,7 +349,9 @@ def standby_fits(jobs: int) -> bool:
     """Whether the plans' warm standby drivers are kept for ``jobs`` runs at once: each restart's standby costs a
     JVM's start and a warm-up (~8 CPU-seconds, at a lowered priority), which pays for itself only on a core the runs
     leave idle: two cores per job (measured: one job's kill run 135 s -> 118 s with it; the project's test suite,
-    two certifications at once on two cores, 24.4 -> 27.2 min). ``STREAMCERT_STANDBY=off`` turns them off."""
+    two certifications at once on two cores, 24.4 -> 27.2 min). The same rule keeps a stack's pool of warm drivers for
+    the next run's first attempt (:mod:`~streamcert.harness.run.driver_pool`). ``STREAMCERT_STANDBY=off`` turns
+    both off."""
     if os.environ.get("STREAMCERT_STANDBY", "").strip().lower() in ("off", "0", "false", "no"):
         return False
     return (os.cpu_count() or 1) >= 2 * jobs
@@ -361,7 +386,7 @@ def _run_jobs(certification: Certification, provider: str, jobs: int, out: Path,
 
     def work() -> None:
         try:
-            with _Stacks(provider) as stacks:
+            with _Stacks(provider, pooled=standby_fits(jobs)) as stacks:
                 while not failures:
                     try:
                         planned = pending.get_nowait()
@@ -390,13 +415,16 @@ def _in_order(certification: Certification) -> list[PlannedRun]:
 
 def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: list[JudgedRun],
              result: CertificationResult, on_run) -> None:
-    for planned in _in_order(certification):
-        _run_one(certification, stacks, planned, out, judged, result, on_run, None)
+    order = _in_order(certification)
+    for index, planned in enumerate(order):
+        following = sum(1 for later in order[index + 1:] if later.brokers == planned.brokers)
+        _run_one(certification, stacks, planned, out, judged, result, on_run, None, following)
 
 
 def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun, out: Path, judged: list[JudgedRun],
-             result: CertificationResult, on_run, lock: threading.Lock | None) -> None:
-    """One planned run on ``stacks``, judged into ``result`` (under ``lock`` when jobs share it)."""
+             result: CertificationResult, on_run, lock: threading.Lock | None, following: int | None = None) -> None:
+    """One planned run on ``stacks``, judged into ``result`` (under ``lock`` when jobs share it); ``following``:
+    the runs after it on the same stack (None: not known), for the stack's pool of warm drivers."""
     from streamcert.harness.scenario import run_scenario
 
     guard = lock if lock is not None else contextlib.nullcontext()
@@ -411,7 +439,10 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
     if on_run:
         with guard:
             on_run("start", planned, None)
-    run_result = run_scenario(env, planned.scenario, folder)
+    pool = stacks.pool(env)
+    if pool is not None:
+        pool.runs_left = following
+    run_result = run_scenario(env, planned.scenario, folder, driver_pool=pool)
     if planned.procedure == "query":
         _keep_leftovers(folder, _probe(run_result, env, load_connector(planned.scenario.sink, "sink")))
     evidence = evidence_of(planned, run_result, folder, connector)

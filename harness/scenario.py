@@ -241,8 +241,10 @@ class _Run:
     watch: FirstFindingWatch | None = None
 
 
-def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
-    """Run ``scenario`` on the started environment ``env``; always writes ``workdir/results.json``."""
+def run_scenario(env: Any, scenario: Scenario, workdir: Path, driver_pool: Any = None) -> RunResult:
+    """Run ``scenario`` on the started environment ``env``; always writes ``workdir/results.json``. A
+    :class:`~streamcert.harness.run.driver_pool.DriverPool` of ``env``'s gives a run with warm standbys a warm
+    first attempt."""
     workdir = Path(workdir)
     if (workdir / "checkpoint").exists() or (workdir / "results.json").exists():
         raise ConfigurationError(f"The run folder {workdir} holds an earlier run (its checkpoint or results.json).",
@@ -253,7 +255,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
     run = _Run()
     try:
         if scenario.procedure is None:
-            _run_query(env, scenario, workdir, result, run, brokers)
+            _run_query(env, scenario, workdir, result, run, brokers, driver_pool)
         else:
             _run_procedure(env, scenario, workdir, result, run.history)
         result.complete = True
@@ -271,7 +273,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path) -> RunResult:
 
 
 def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, run: _Run,
-               brokers: dict[str, Any] | None) -> None:
+               brokers: dict[str, Any] | None, driver_pool: Any = None) -> None:
     """The query's run: everything :func:`run_scenario` says, set up into ``run`` (torn down by the caller)."""
     source = load_connector(scenario.source, "source")
     sink = load_connector(scenario.sink, "sink")
@@ -292,7 +294,8 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
         run.spark_cluster = _standalone_cluster(env, scenario, workdir)
         result.context["spark_master"] = run.spark_cluster.url
     run.driver = _driver(env, scenario, context, [source, sink, aggregator], systems, workdir,
-                         master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master)
+                         master=run.spark_cluster.url if run.spark_cluster is not None else scenario.master,
+                         pool=driver_pool)
     jars = run.driver.spec.spark_conf.get("spark.jars", "")
     result.context["spark"] = {"version": pyspark_version(),
                                "jars": [Path(jar).name for jar in jars.split(",") if jar]}
@@ -508,7 +511,7 @@ def _standalone_cluster(env: Any, scenario: Scenario, workdir: Path) -> Any:
 
 
 def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: list[Connector | None],
-            systems: _RunSystems, workdir: Path, master: str | None = None) -> DriverProcess:
+            systems: _RunSystems, workdir: Path, master: str | None = None, pool: Any = None) -> DriverProcess:
     present = [c for c in connectors if c is not None]
     spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
     for system in systems.distinct:
@@ -523,7 +526,7 @@ def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: lis
     params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
     spec = QuerySpec(BUILDER, context.checkpoint, params, master or scenario.master, spark_conf=spark_conf)
     return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""),
-                         standby=scenario.warm_standby)
+                         standby=scenario.warm_standby, pool=pool)
 
 
 #: Batches written after the fault schedule is over, when the input is fed as the query reads.

@@ -63,8 +63,9 @@ from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, proc
 from streamcert.harness.stack.jvm_start import ensure_class_archive
 from streamcert.harness.waiting import wait_for
 
-__all__ = ["DRIVER_TOKEN_VAR", "SCRATCH_VAR", "SPARK_START_FAILURE", "SPARK_START_RETRIES", "QuerySpec",
-           "DriverProcess", "load_builder", "is_spark_start_failure"]
+__all__ = ["DRIVER_TOKEN_VAR", "SCRATCH_VAR", "SPARK_START_FAILURE", "SPARK_START_RETRIES", "POOLED_ATTEMPT",
+           "QuerySpec", "DriverProcess", "Standby", "load_builder", "is_spark_start_failure", "session_key",
+           "spawn_driver_child"]
 
 #: Marks every process of one driver attempt. PySpark's Python worker daemon puts itself in a
 #: process group of its own, so killing the driver's group alone would leave workers behind.
@@ -123,7 +124,7 @@ class DriverProcess(ProcessBacked):
     """One run of a :class:`QuerySpec` in a child process; a context manager."""
 
     def __init__(self, spec: QuerySpec, workdir: Path, run_token: str = "", name: str = "driver",
-                 standby: bool = False) -> None:
+                 standby: bool = False, pool: Any = None) -> None:
         load_builder(spec.builder)  # fail in the parent, fast, on a bad reference
         self.spec = spec
         self.workdir = Path(workdir)
@@ -136,7 +137,14 @@ class DriverProcess(ProcessBacked):
         #: only: a standby on another would start executors of its own beside the attempt's
         self.standby = standby and runs_in_driver(spec.master)
         #: the standbys of the next attempts, oldest first (at most :data:`STANDBY_DEPTH`)
-        self._standbys: list[_Standby] = []
+        self._standbys: list[Standby] = []
+        #: warm children that outlive a run (:class:`~streamcert.harness.run.driver_pool.DriverPool`): one serves an
+        #: attempt that has no standby of its own, the first one above all; local masters only, as standbys
+        self.pool = pool if runs_in_driver(spec.master) else None
+        #: every child's scratch folder (driver token -> folder), removed once the child is gone
+        self._scratch: dict[str, Path] = {}
+        #: the logs of attempts a pooled child served (attempt -> its log in the pool), copied here at the end
+        self._pooled_logs: dict[int, Path] = {}
         #: the checkpoint as each attempt found it when it started (attempt -> state): which batch it replays
         self.start_states: dict[int, CheckpointState] = {}
 
@@ -158,9 +166,8 @@ class DriverProcess(ProcessBacked):
         """Remove the scratch of every child that is gone (of all of them when ``keep_live`` is false)."""
         live = {self._driver_token} if keep_live and self.is_running() else set()
         live |= {s.token for s in self._standbys} if keep_live else set()
-        for folder in self.scratch_dir.glob("*"):
-            if folder.name not in live:
-                shutil.rmtree(folder, ignore_errors=True)
+        for token in [token for token in self._scratch if token not in live]:
+            shutil.rmtree(self._scratch.pop(token), ignore_errors=True)
         if not keep_live:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
@@ -178,11 +185,16 @@ class DriverProcess(ProcessBacked):
             self._standbys.remove(standby)
         # what can no longer serve goes: this attempt's (dead, or with other Spark settings), earlier ones, and
         # every one whose settings are not the spec's (a restart with another master or conf)
-        key = _session_key(self.spec)
+        key = session_key(self.spec)
         self._discard_standbys(lambda s: s.attempt <= self.attempt or s.session_key != key)
+        if standby is None and self.pool is not None:
+            standby = self.pool.take(self.spec)
+            if standby is not None:
+                self._adopt(standby)
         if standby is not None:
-            standby.go(spec_file)
+            standby.go(spec_file, self.events_file, self.attempt)
             self._process, self._driver_token = standby.process, standby.token
+            self._scratch[standby.token] = standby.scratch
         else:
             self._process, self._driver_token = self._spawn(spec_file, self.attempt)
         if self.standby:
@@ -191,26 +203,41 @@ class DriverProcess(ProcessBacked):
                                range(self.attempt + 1, self.attempt + 1 + STANDBY_DEPTH) if attempt not in waiting]
         self._remove_scratch()  # of the children gone: an attempt that ended by itself, discarded standbys
 
+    def _adopt(self, standby: "Standby") -> None:
+        """Make a pooled child this driver's: its fault points are this driver's, its log is this attempt's."""
+        standby.serve_points(self.fault_points_dir)
+        log = self.workdir / f"{self.name}-{self.attempt}.log"
+        log.unlink(missing_ok=True)
+        log.symlink_to(standby.process.log_path)
+        self._pooled_logs[self.attempt] = standby.process.log_path
+
+    def _keep_pooled_logs(self) -> None:
+        """The logs of the attempts pooled children served, copied in place of their links (the pool's folder goes
+        when the pool stops)."""
+        for attempt, source in self._pooled_logs.items():
+            log = self.workdir / f"{self.name}-{attempt}.log"
+            if log.is_symlink() and source.exists():
+                log.unlink()
+                shutil.copyfile(source, log)
+
     def _spawn(self, spec_file: Path, attempt: int, go_file: Path | None = None) -> tuple[ManagedProcess, str]:
         """Start a driver child for ``attempt`` (a standby when ``go_file`` is given); its process and token."""
         token = uuid.uuid4().hex
-        env = token_env(self.run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
-            DRIVER_TOKEN_VAR: token, POINTS_DIR_VAR: str(self.fault_points_dir),
-            SCRATCH_VAR: str(self.scratch_dir / token)}))
-        argv = [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(self.events_file),
-                str(attempt)] + ([str(go_file)] if go_file is not None else [])
-        process = ManagedProcess(f"driver {self.name} (attempt {attempt}{', standby' if go_file else ''})", argv,
-                                 self.workdir / f"{self.name}-{attempt}.log", env=env, stop_timeout=60)
-        process.start()
+        self._scratch[token] = self.scratch_dir / token
+        process = spawn_driver_child(
+            f"driver {self.name} (attempt {attempt}{', standby' if go_file else ''})",
+            self.workdir / f"{self.name}-{attempt}.log", spec_file, self.events_file, attempt, go_file,
+            run_token=self.run_token, driver_token=token, points_dir=self.fault_points_dir,
+            scratch=self._scratch[token])
         return process, token
 
-    def _spawn_standby(self, attempt: int) -> "_Standby":
+    def _spawn_standby(self, attempt: int) -> "Standby":
         session_file = self.workdir / f"{self.name}-standby-{attempt}.json"
         session_file.write_text(self.spec.to_json())
         go_file = self.workdir / f"{self.name}-go-{attempt}"
         go_file.unlink(missing_ok=True)
         process, token = self._spawn(session_file, attempt, go_file)
-        return _Standby(process, token, attempt, _session_key(self.spec), go_file)
+        return Standby(process, token, attempt, session_key(self.spec), go_file, self._scratch[token])
 
     def stop(self) -> None:
         """Ask the query to stop (SIGTERM), then force it; a standby is discarded; idempotent."""
@@ -218,8 +245,9 @@ class DriverProcess(ProcessBacked):
         self._reap()
         self._discard_standbys()
         self._remove_scratch(keep_live=False)
+        self._keep_pooled_logs()
 
-    def _discard_standbys(self, which: Callable[["_Standby"], bool] = lambda _standby: True) -> None:
+    def _discard_standbys(self, which: Callable[["Standby"], bool] = lambda _standby: True) -> None:
         """Kill and forget the standbys ``which`` selects (all of them by default)."""
         for standby in [s for s in self._standbys if which(s)]:
             self._standbys.remove(standby)
@@ -359,34 +387,69 @@ class DriverProcess(ProcessBacked):
 
 # -- the child ---------------------------------------------------------------------
 
-def _session_key(spec: QuerySpec) -> tuple:
+def session_key(spec: QuerySpec) -> tuple:
     """What a driver's SparkSession is made of: a standby serves only an attempt whose spec has the same."""
     return spec.master, tuple(sorted(spec.spark_conf.items())), tuple(spec.packages)
 
 
+def spawn_driver_child(label: str, log_path: Path, spec_file: Path, events_file: Path, attempt: int,
+                       go_file: Path | None = None, *, run_token: str, driver_token: str, points_dir: Path,
+                       scratch: Path) -> ManagedProcess:
+    """Start ``python -m streamcert.harness.run.driver`` for ``attempt`` (a standby waiting for ``go_file`` when
+    given), its output in ``log_path``; ``points_dir`` and ``scratch`` reach it, its JVM and its Python workers
+    through the environment, with the run's and the child's own token."""
+    env = token_env(run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
+        DRIVER_TOKEN_VAR: driver_token, POINTS_DIR_VAR: str(points_dir), SCRATCH_VAR: str(scratch)}))
+    argv = [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(events_file),
+            str(attempt)] + ([str(go_file)] if go_file is not None else [])
+    process = ManagedProcess(label, argv, log_path, env=env, stop_timeout=60)
+    process.start()
+    return process
+
+
 @dataclass
-class _Standby:
-    """A driver child for the next attempt, its session up, waiting for its go-file."""
+class Standby:
+    """A driver child with its session up, waiting for its go-file: an attempt's own (for the next attempts of one
+    :class:`DriverProcess`) or a pool's (for any run whose Spark settings match, its fault points a link the
+    adopting driver points at its own folder)."""
 
     process: ManagedProcess
     token: str
     attempt: int
     session_key: tuple
     go_file: Path
+    #: its Spark scratch folder (see the module's docstring)
+    scratch: Path
+    #: a pooled child's fault-points folder as its processes know it: a link to the adopting driver's
+    points_link: Path | None = None
 
     def serves(self, spec: QuerySpec, attempt: int) -> bool:
-        return attempt == self.attempt and self.process.is_running() and _session_key(spec) == self.session_key
+        return attempt == self.attempt and self.process.is_running() and session_key(spec) == self.session_key
 
-    def go(self, spec_file: Path) -> None:
-        """Hand the standby the spec to build (written first: the go-file appears whole or not at all)."""
+    def serve_points(self, points_dir: Path) -> None:
+        """Point a pooled child's fault-points link at ``points_dir`` (atomically: a reader sees one or the other)."""
+        if self.points_link is None:
+            return
+        partial = self.points_link.with_name(self.points_link.name + ".partial")
+        partial.unlink(missing_ok=True)
+        partial.symlink_to(points_dir, target_is_directory=True)
+        os.replace(partial, self.points_link)
+
+    def go(self, spec_file: Path, events_file: Path, attempt: int) -> None:
+        """Hand the standby the spec to build, the events file to write and the attempt it is (written first: the
+        go-file appears whole or not at all)."""
         partial = self.go_file.with_suffix(".partial")
-        partial.write_text(str(spec_file))
+        partial.write_text(json.dumps({"spec": str(spec_file), "events": str(events_file), "attempt": attempt}))
         os.replace(partial, self.go_file)
 
     def discard(self) -> None:
         self.process.kill()
         reap(self.token, var=DRIVER_TOKEN_VAR)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
+
+#: The attempt a pooled child is started as (it learns its attempt when told to go).
+POOLED_ATTEMPT = 0
 
 #: Seconds between a standby's looks at its go-file.
 _STANDBY_LOOK_S = 0.01
@@ -459,14 +522,43 @@ def _restore_priority_when_told(go_file: Path, normal: int = 0) -> threading.Thr
     return watcher
 
 
-def _wait_for_go(go_file: Path) -> str:
-    """The spec file the go-file names, once it appears; exits when the harness that made this standby is gone."""
+def _wait_for_go(go_file: Path) -> dict[str, Any]:
+    """What the go-file says (:meth:`Standby.go`), once it appears; exits when the harness that made this standby
+    is gone."""
     parent = os.getppid()
     while not go_file.exists():
         if os.getppid() != parent:
             sys.exit(0)
         time.sleep(_STANDBY_LOOK_S)
-    return go_file.read_text().strip()
+    return json.loads(go_file.read_text())
+
+
+class _EventLog:
+    """The events file a driver child appends to, one JSON line an event; a standby's moves to the events file and
+    attempt it is told to serve (a pooled one waited in the pool's)."""
+
+    def __init__(self, path: str | Path, attempt: int) -> None:
+        self._lock = threading.Lock()
+        self._file = open(path, "a", buffering=1)
+        self.path, self.attempt = Path(path), attempt
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        with self._lock:
+            self._file.write(json.dumps({"event": kind, "attempt": self.attempt, "pid": os.getpid(),
+                                         "time": time.time(), **fields}) + "\n")
+            self._file.flush()
+
+    def move(self, path: str | Path, attempt: int) -> None:
+        with self._lock:
+            if Path(path) != self.path:
+                self._file.close()
+                self._file = open(path, "a", buffering=1)
+                self.path = Path(path)
+            self.attempt = attempt
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
 
 
 def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None = None) -> int:
@@ -480,14 +572,8 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
         _restore_priority_when_told(Path(go_file), normal)
     # Inherited by the JVM and every Python worker: a fault point reached anywhere can kill this driver.
     os.environ[DRIVER_PID_VAR] = str(os.getpid())
-    lock = threading.Lock()
-    events = open(events_file, "a", buffering=1)
-
-    def emit(kind: str, **fields: Any) -> None:
-        with lock:
-            events.write(json.dumps({"event": kind, "attempt": attempt, "pid": os.getpid(), "time": time.time(),
-                                     **fields}) + "\n")
-            events.flush()
+    events = _EventLog(events_file, attempt)
+    emit = events.emit
 
     class _Reporter(StreamingQueryListener):
         """The events of the queries it saw start (a standby's warm-up queries ended before it was added, but
@@ -537,10 +623,11 @@ def _child(spec_file: str, events_file: str, attempt: int, go_file: str | None =
                 emit("warm_up_failed", error=f"{type(exc).__name__}: {str(exc)[:300]}")
         ready = time.monotonic()
         emit("standby", ui=context.uiWebUrl)
-        go = Path(_wait_for_go(Path(go_file)))
+        go = _wait_for_go(Path(go_file))
         standby = {"standby_ready_s": round(time.monotonic() - ready, 3),
-                   "warm_up": warm_up.stop() if warm_up is not None else None}
-        spec = QuerySpec.from_json(go.read_text())
+                   "warm_up": warm_up.stop() if warm_up is not None else None, "pooled": attempt == POOLED_ATTEMPT}
+        events.move(go["events"], go["attempt"])
+        spec = QuerySpec.from_json(Path(go["spec"]).read_text())
         standby["priority_restored"] = _restore_priority(normal)
     # after the warm-up: its queries' progress is not the query's
     spark.streams.addListener(_Reporter())

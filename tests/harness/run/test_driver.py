@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -10,7 +11,8 @@ import pytest
 
 from streamcert.harness.run.checkpoint import checkpoint_state, read_offsets
 from streamcert.harness.run.driver import (DRIVER_TOKEN_VAR, DriverProcess, QuerySpec, _lower_priority,
-                                          _restore_priority, _restore_priority_when_told, _Standby, load_builder)
+                                          _restore_priority, _restore_priority_when_told, Standby, load_builder,
+                                          session_key)
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.process import processes_with_token
 
@@ -121,15 +123,14 @@ def test_a_standby_serves_only_the_next_attempt_with_the_same_spark_session(tmp_
             return True
 
     spec = QuerySpec("a:b", str(tmp_path), {"parallelism": 2}, "local[2,3]", {"k": "v"})
-    from streamcert.harness.run.driver import _session_key
-
-    standby = _Standby(_Running(), "t", 4, _session_key(spec), tmp_path / "go")
+    standby = Standby(_Running(), "t", 4, session_key(spec), tmp_path / "go", tmp_path / "scratch")
     assert standby.serves(spec.replace(params={"parallelism": 5}), 4)  # a rescale builds another query
     assert not standby.serves(spec, 5)
     assert not standby.serves(spec.replace(master="local-cluster[2,1,1024]"), 4)
     assert not standby.serves(spec.replace(spark_conf={"k": "w"}), 4)
-    standby.go(tmp_path / "spec-4.json")
-    assert (tmp_path / "go").read_text() == str(tmp_path / "spec-4.json")
+    standby.go(tmp_path / "spec-4.json", tmp_path / "events.jsonl", 4)
+    assert json.loads((tmp_path / "go").read_text()) == {"spec": str(tmp_path / "spec-4.json"),
+                                                         "events": str(tmp_path / "events.jsonl"), "attempt": 4}
 
 
 def test_standbys_wait_two_attempts_ahead_and_a_changed_session_discards_them_all(tmp_path, monkeypatch):
@@ -157,8 +158,8 @@ def test_standbys_wait_two_attempts_ahead_and_a_changed_session_discards_them_al
         return _Process(), f"token-{attempt}"
 
     def spawn_standby(self, attempt):
-        return _Standby(_Process(), f"standby-{attempt}", attempt, driver_module._session_key(self.spec),
-                        tmp_path / f"go-{attempt}")
+        return Standby(_Process(), f"standby-{attempt}", attempt, session_key(self.spec), tmp_path / f"go-{attempt}",
+                       tmp_path / f"scratch-{attempt}")
 
     monkeypatch.setattr(driver_module, "ensure_class_archive", lambda: None)
     monkeypatch.setattr(driver_module, "reap", lambda token, var=None: None)
