@@ -240,7 +240,7 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     try:
         result.save(out / "results.json")
         if jobs == 1 or environment is not None:
-            with _Stacks(provider, environment, pooled=standby_fits(jobs)) as stacks:
+            with _Stacks(provider, environment, pooled=pool_fits(jobs)) as stacks:
                 _run_all(certification, stacks, out, judged, result, on_run)
         else:
             _run_jobs(certification, provider, jobs, out, judged, result, on_run)
@@ -352,9 +352,19 @@ def standby_fits(jobs: int) -> bool:
     two certifications at once on two cores, 24.4 -> 27.2 min). The same rule keeps a stack's pool of warm drivers for
     the next run's first attempt (:mod:`~streamcert.harness.run.driver_pool`). ``STREAMCERT_STANDBY=off`` turns
     both off."""
-    if os.environ.get("STREAMCERT_STANDBY", "").strip().lower() in ("off", "0", "false", "no"):
+    if _turned_off("STREAMCERT_STANDBY"):
         return False
     return (os.cpu_count() or 1) >= 2 * jobs
+
+
+def pool_fits(jobs: int) -> bool:
+    """Whether a stack keeps a pool of warm drivers: where standbys fit (:func:`standby_fits`), unless
+    ``STREAMCERT_DRIVER_POOL=off``."""
+    return standby_fits(jobs) and not _turned_off("STREAMCERT_DRIVER_POOL")
+
+
+def _turned_off(variable: str) -> bool:
+    return os.environ.get(variable, "").strip().lower() in ("off", "0", "false", "no")
 
 
 def _without_standby(run: PlannedRun) -> PlannedRun:
@@ -386,7 +396,7 @@ def _run_jobs(certification: Certification, provider: str, jobs: int, out: Path,
 
     def work() -> None:
         try:
-            with _Stacks(provider, pooled=standby_fits(jobs)) as stacks:
+            with _Stacks(provider, pooled=pool_fits(jobs)) as stacks:
                 while not failures:
                     try:
                         planned = pending.get_nowait()
