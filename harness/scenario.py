@@ -326,6 +326,8 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
         run.history.record("load-done", **ledger.counts(), **({"fed": feed.stopped_at} if feed else {}))
     result.ledger_counts = ledger.counts()
     timeline.join()
+    if run.driver.pool is not None:  # the next run's first attempt warms while this one drains
+        run.driver.pool.prepare(run.driver.spec)
     if run.watch is not None:
         run.watch.stop()
     expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])

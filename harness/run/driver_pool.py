@@ -6,7 +6,9 @@ then a first batch that forks the Python data source runners and workers (12-47 
 those came to ~11 of its 64 minutes, over 24 runs. A pool started beside the runs (``certify`` keeps one per stack)
 waits with a child per Spark session it was asked for, started and warmed at a lowered priority as a standby is
 (:mod:`~streamcert.harness.run.driver`), in a folder of its own; a driver whose attempt has no standby of its own
-takes the pool's child of its settings (:meth:`DriverPool.take`), and the pool starts the next one for the run after.
+takes the pool's child of its settings (:meth:`DriverPool.take`). A run asks for the next one
+(:meth:`DriverPool.prepare`) once its faults are over: earlier, the pooled child's warm-up would take the idle CPU the
+run's own standbys warm on.
 
 A pooled child knows its run only when it is told to go: its events move to the run's events file, its log is
 linked into the run's folder (and copied there when the driver stops), and its fault points are a link in the
@@ -55,10 +57,9 @@ class DriverPool:
         self.stop()
 
     def take(self, spec: QuerySpec) -> Standby | None:
-        """A waiting child whose Spark session is ``spec``'s, now the caller's to hand its go (None when there is
-        none); the pool starts another for the next run with the same settings, unless no run follows."""
-        key = session_key(spec)
-        found = self._waiting.pop(key, None)
+        """A waiting child whose Spark session is ``spec``'s, now the caller's to hand its go; None when there is
+        none."""
+        found = self._waiting.pop(session_key(spec), None)
         if found is not None and not found.process.is_running():
             found.discard()
             found = None
@@ -66,18 +67,24 @@ class DriverPool:
             self.missed += 1
         else:
             self.served += 1
-        if self.runs_left != 0:
-            self._prepare(spec, key)
         return found
+
+    def prepare(self, spec: QuerySpec) -> None:
+        """Start a child with ``spec``'s Spark session for a run to come (none when one waits already, or when no
+        run follows); the child waited for longest goes when :attr:`sessions` children wait."""
+        key = session_key(spec)
+        if key in self._waiting:
+            self._waiting[key] = self._waiting.pop(key)  # wanted lately: the last to go
+            return
+        if self.runs_left == 0:
+            return
+        while len(self._waiting) >= self.sessions:
+            self._waiting.pop(next(iter(self._waiting))).discard()
+        self._waiting[key] = self._spawn(spec, key)
 
     def waiting(self) -> list[tuple]:
         """The session keys a child waits for, the one wanted longest ago first."""
         return list(self._waiting)
-
-    def _prepare(self, spec: QuerySpec, key: tuple) -> None:
-        while len(self._waiting) >= self.sessions:
-            self._waiting.pop(next(iter(self._waiting))).discard()
-        self._waiting[key] = self._spawn(spec, key)
 
     def _spawn(self, spec: QuerySpec, key: tuple) -> Standby:
         token = uuid.uuid4().hex

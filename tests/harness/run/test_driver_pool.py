@@ -43,35 +43,41 @@ def spawned(monkeypatch):
     return children
 
 
-def test_a_run_that_finds_no_child_of_its_settings_leaves_one_for_the_next_run_with_them(tmp_path, spawned):
+def test_a_run_asks_for_a_child_of_its_settings_and_the_next_run_with_them_takes_it(tmp_path, spawned):
     plain = QuerySpec("a:b", "ck", master="local[2,3]")
     with_ui = plain.replace(spark_conf={"spark.ui.enabled": "true"})
     pool = DriverPool(tmp_path / "pool", sessions=2)
-    assert pool.take(plain) is None and len(spawned) == 1 and pool.waiting() == [session_key(plain)]
+    assert pool.take(plain) is None and spawned == []  # the first run starts cold
+    pool.prepare(plain)
+    pool.prepare(plain)  # one waits already
+    assert len(spawned) == 1 and pool.waiting() == [session_key(plain)]
     taken = pool.take(plain.replace(params={"rows": 5}, checkpoint="other"))  # another run, the same session
     assert taken is not None and taken.process is spawned[0] and not spawned[0].killed
     assert taken.points_link.is_symlink() and taken.scratch.parent.parent == tmp_path / "pool"
-    assert pool.waiting() == [session_key(plain)] and len(spawned) == 2  # the next run's
-    assert pool.take(with_ui) is None  # other settings: none waits, one starts for the next such run
-    assert pool.waiting() == [session_key(plain), session_key(with_ui)]
+    assert pool.waiting() == [] and pool.take(plain) is None
+    pool.prepare(plain)
+    pool.prepare(with_ui)
+    pool.prepare(plain)  # wanted again: now the last to go
+    assert pool.waiting() == [session_key(with_ui), session_key(plain)]
     third = plain.replace(master="local[2,8]")
-    assert pool.take(third) is None  # a third session: the one wanted longest ago goes
-    assert spawned[1].killed and pool.waiting() == [session_key(with_ui), session_key(third)]
-    assert (pool.served, pool.missed) == (1, 3)
-    pool.runs_left = 0  # the last run: what it takes is not replaced
-    assert pool.take(third) is not None and pool.waiting() == [session_key(with_ui)] and len(spawned) == 4
+    pool.prepare(third)  # a third session: the one wanted longest ago goes
+    assert spawned[2].killed and pool.waiting() == [session_key(plain), session_key(third)]
+    assert (pool.served, pool.missed) == (1, 2)
+    pool.runs_left = 0  # the last run: it asks for nothing more
+    pool.prepare(with_ui)
+    assert len(spawned) == 4 and pool.take(third).process is spawned[3]
     pool.stop()
     pool.stop()  # idempotent
-    assert spawned[2].killed and not spawned[3].killed  # a child handed out is its taker's to stop
+    assert spawned[1].killed and not spawned[3].killed  # a child handed out is its taker's to stop
     assert not (tmp_path / "pool").exists()
 
 
 def test_a_child_that_died_while_it_waited_is_not_handed_out(tmp_path, spawned):
     spec = QuerySpec("a:b", "ck")
     with DriverPool(tmp_path / "pool") as pool:
-        pool.take(spec)
+        pool.prepare(spec)
         spawned[0].kill()
-        assert pool.take(spec) is None and pool.missed == 2 and len(spawned) == 2
+        assert pool.take(spec) is None and pool.missed == 1 and pool.waiting() == []
 
 
 def test_a_pool_never_asked_starts_nothing_and_stops_safely(tmp_path, spawned):
@@ -84,7 +90,7 @@ def test_an_adopted_child_takes_the_drivers_fault_points_and_attempt_and_leaves_
                                                                                                  spawned):
     spec = QuerySpec("tests.harness.queries:counting_to_files", str(tmp_path / "ck"), master="local[2,3]")
     pool = DriverPool(tmp_path / "pool")
-    pool.take(spec)
+    pool.prepare(spec)
     log = spawned[0].log_path
     log.write_text("the pooled child's log\n")
     cluster = DriverProcess(spec.replace(master="local-cluster[2,1,1024]"), tmp_path / "run" / "driver", pool=pool)
@@ -129,6 +135,7 @@ def test_the_next_runs_first_attempt_is_a_warm_pooled_child_whose_fault_points_a
         with first:
             first.wait_for_batches(1, timeout=240)
             assert not first.session(1).get("pooled")  # a cold start
+            pool.prepare(first.spec)  # as a run does when its faults are over
             [waiting] = pool._waiting.values()
             events = waiting.process.log_path.parent / "events.jsonl"
             first.wait_for(lambda _d: events.exists() and '"standby"' in events.read_text(),
