@@ -130,8 +130,7 @@ def test_the_next_runs_first_attempt_is_a_warm_pooled_child_whose_fault_points_a
                           "path": str(tmp_path / name / "out")}, master="local[1,2]")
 
     with DriverPool(tmp_path / "pool", run_token=token) as pool:
-        first = DriverProcess(spec("first"), tmp_path / "first" / "driver", run_token=token, standby=True,
-                              pool=pool)
+        first = DriverProcess(spec("first"), tmp_path / "first" / "driver", run_token=token, pool=pool)
         with first:
             first.wait_for_batches(1, timeout=240)
             assert not first.session(1).get("pooled")  # a cold start
@@ -141,8 +140,7 @@ def test_the_next_runs_first_attempt_is_a_warm_pooled_child_whose_fault_points_a
             first.wait_for(lambda _d: events.exists() and '"standby"' in events.read_text(),
                            "the pooled child ready", timeout=240)
         began = time.time()
-        second = DriverProcess(spec("second"), tmp_path / "second" / "driver", run_token=token, standby=True,
-                               pool=pool)
+        second = DriverProcess(spec("second"), tmp_path / "second" / "driver", run_token=token, pool=pool)
         arm(second.fault_points_dir, TASK_EXCEPTION_POINT, "fail")
         with second:
             second.wait_for(lambda d: d.session(1) is not None, "the pooled child's session", timeout=60)
