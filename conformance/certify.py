@@ -298,8 +298,9 @@ class _Stacks:
         self._stop_own()
 
     def pool(self, env: Any) -> DriverPool | None:
-        """The pool of warm driver children for ``env``'s runs (None unless ``pooled``): a child starts when a run
-        takes one (or finds none of its Spark settings), for the next run; stopped with the stack."""
+        """The pool of warm driver children for ``env``'s runs (None unless ``pooled``): a run asks it for a child of
+        its Spark session once its faults are over, and the next run with that session takes it; stopped with the
+        stack."""
         if not self.pooled:
             return None
         if self._pool is None or self._pool[0] is not env:
