@@ -294,8 +294,7 @@ class _Stacks:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop_pool()
-        self._stop_own()
+        self._stop_own()  # the pool first, then the stack
 
     def pool(self, env: Any) -> DriverPool | None:
         """The pool of warm driver children for ``env``'s runs (None unless ``pooled``): a run asks it for a child of

@@ -38,7 +38,6 @@ class DriverPool:
     """
 
     def __init__(self, folder: Path | None = None, run_token: str = "", sessions: int = POOL_SESSIONS) -> None:
-        self._own_folder = folder is None
         self.folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="streamcert-pool-"))
         self.run_token = run_token
         self.sessions = sessions
@@ -107,5 +106,4 @@ class DriverPool:
         waiting, self._waiting = list(self._waiting.values()), {}
         for standby in waiting:
             standby.discard()
-        if self._own_folder or self.folder.exists():
-            shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
