@@ -10,12 +10,14 @@ committed transactions: an aborted one's never are) are less than ``ahead`` batc
 read, by Spark's progress reports of every attempt: the records they count, or a whole batch for each report that
 read any, whichever is more (a source that loses records, or reads fewer than a batch's worth each time, must not
 starve its query of input; a replayed batch counts again: both err on the side of more input, never of an empty
-batch). Once the fault schedule is over it lets ``after`` more batches through and the load stops there: the
-ledger holds what was written, and the rest of the planned workload never exists. The faults end the feed: each
-waits for its moment a bounded time, so the schedule is over in bounded time whatever the query does. A query
-that reads nothing for ``stalled_s`` stops it too, a bound far above any fault's (kills that strike first batches
-keep a query from reporting any progress for minutes: a restart, then a kill before its first batch ends, again
-and again).
+batch). A query that says it found nothing to read (an ``idle`` event, Spark's ``onQueryIdle``) after the gate began
+holding a transaction back gets that transaction: its source is past what the reports count (a source that skipped
+ahead when it restarted, say) and, held back, it would read nothing until the faults gave up on it. Once the fault
+schedule is over it lets ``after`` more batches through and the load stops there: the ledger holds what was written,
+and the rest of the planned workload never exists. The faults end the feed: each waits for its moment a bounded
+time, so the schedule is over in bounded time whatever the query does. A query that reads nothing for ``stalled_s``
+stops it too, a bound far above any fault's (kills that strike first batches keep a query from reporting any
+progress for minutes: a restart, then a kill before its first batch ends, again and again).
 
 Runs in the harness's process, called by the load (:func:`~streamcert.harness.run.workload.load_topic` or
 :func:`~streamcert.harness.run.input_writer.load_with_writer`) before each planned transaction.
@@ -56,16 +58,17 @@ class FeedGate:
     def __call__(self, written: int) -> bool:
         if self.stopped_at is not None:
             return False
-        read, moved_at = -1, time.monotonic()
+        read, moved_at, held_since = -1, time.monotonic(), time.time()
         while True:
             if self._last_at is None and self.faults_done():
                 self._last_at = written + self.after
             if self._last_at is not None:
                 return written < self._last_at or self._stop(written, "faults done", read)
-            now_read = consumed(self.driver.events(), self.batch)
+            events = self.driver.events()
+            now_read = consumed(events, self.batch)
             if now_read != read:
                 read, moved_at = now_read, time.monotonic()
-            if written - read < self.ahead:
+            if written - read < self.ahead or _idle_since(events, held_since):
                 return True
             if time.monotonic() - moved_at >= self.stalled_s:
                 return self._stop(written, "query read nothing", read)
@@ -74,3 +77,8 @@ class FeedGate:
     def _stop(self, written: int, why: str, read: int) -> bool:
         self.stopped_at = {"records": written, "why": why, "read": read if read >= 0 else None}
         return False
+
+
+def _idle_since(events: list[dict[str, Any]], since: float) -> bool:
+    """Whether the query reported finding nothing to read after ``since`` (a wall-clock time)."""
+    return any(event.get("event") == "idle" and float(event.get("time") or 0) > since for event in events)

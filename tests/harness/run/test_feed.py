@@ -16,10 +16,11 @@ class _Driver:
 
     def __init__(self) -> None:
         self.reports: list[int] = []
+        self.idle_at: list[float] = []
 
     def events(self):
         return [{"event": "started"}, *({"event": "progress", "numInputRows": rows} for rows in self.reports),
-                {"event": "idle"}]
+                {"event": "idle", "time": 0.0}, *({"event": "idle", "time": at} for at in self.idle_at)]
 
 
 def test_what_the_query_read_counts_every_report_replays_included_and_at_least_a_batch_a_report_that_read():
@@ -46,6 +47,28 @@ def test_the_feed_waits_for_the_query_to_read_then_stops_past_the_end_of_the_fau
     assert gate(150) and gate(199) and not gate(200)  # five batches more once the faults are over, then none
     assert gate.stopped_at == {"records": 200, "why": "faults done", "read": None}
     assert not gate(120)  # over is over
+
+
+def test_a_query_idle_while_the_feed_holds_input_back_gets_the_next_transaction():
+    """A source past what its reports count (it skipped ahead on a restart) finds nothing to read: the gate must not
+    wait for reports that will never come."""
+    driver = _Driver()
+    gate = FeedGate(driver, batch=10, ahead=2, after=1, faults_done=lambda: False, stalled_s=5, poll_s=0.01)
+    released = []
+    waiter = threading.Thread(target=lambda: released.append(gate(20)), daemon=True)
+    waiter.start()
+    time.sleep(0.1)
+    assert waiter.is_alive()  # two batches ahead of nothing read, and the idle event it sees is an old one
+    driver.idle_at.append(time.time())  # the query found nothing new to read
+    waiter.join(2)
+    assert released == [True]
+    waiter = threading.Thread(target=lambda: released.append(gate(30)), daemon=True)
+    waiter.start()
+    time.sleep(0.1)
+    assert waiter.is_alive()  # one idle event, one transaction: the next waits for the next
+    driver.idle_at.append(time.time())
+    waiter.join(2)
+    assert released == [True, True]
 
 
 def test_a_query_that_reads_nothing_for_long_ends_the_feed():
