@@ -427,8 +427,15 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
              result: CertificationResult, on_run) -> None:
     order = _in_order(certification)
     for index, planned in enumerate(order):
-        following = sum(1 for later in order[index + 1:] if later.brokers == planned.brokers)
-        _run_one(certification, stacks, planned, out, judged, result, on_run, None, following)
+        _run_one(certification, stacks, planned, out, judged, result, on_run, None, _queries_after(order, index))
+
+
+def _queries_after(order: list[PlannedRun], index: int) -> int:
+    """The query runs after ``order[index]`` on its stack (the same brokers): those a warm driver its pool keeps can
+    serve (an options probe or an acknowledged-writes run starts no driver, and a child asked for them would wait
+    unused until the stack stops)."""
+    return sum(1 for later in order[index + 1:]
+               if later.brokers == order[index].brokers and later.procedure == "query")
 
 
 def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun, out: Path, judged: list[JudgedRun],

@@ -184,6 +184,20 @@ def test_warm_standbys_are_kept_with_two_cores_per_job_and_dropped_otherwise_or_
     assert _without_standby(kills).scenario.schedule == kills.scenario.schedule  # nothing else changes
 
 
+def test_a_run_tells_its_stack_s_pool_how_many_query_runs_follow_on_that_stack():
+    """Runs on other stacks and runs that start no driver (the options probe, acknowledged writes) do not count: a
+    warm driver asked for them would wait unused until the stack stops."""
+    from streamcert.conformance.certify import _in_order, _queries_after
+
+    order = _in_order(prepare(["streamcert-kafka"], seed=1))
+    counts = {run.name: _queries_after(order, index) for index, run in enumerate(order)}
+    assert counts == {"options": 6, "baseline": 5, "bounded": 4, "driver-kills": 3, "skew": 2, "rescale": 1,
+                      "network": 0, "acked-writes-safe": 1, "acked-writes-unsafe": 1, "failover": 0}
+    failover_first = order[:7] + [order[9], order[7], order[8]]  # only driverless runs after it on its stack
+    assert [run.name for run in failover_first[7:]] == ["failover", "acked-writes-safe", "acked-writes-unsafe"]
+    assert _queries_after(failover_first, 7) == 0
+
+
 def test_fail_fast_ends_every_query_run_s_schedule_at_its_first_finding_and_says_so_in_the_replay_command():
     from streamcert.conformance.certify import replay_command
 
