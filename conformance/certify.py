@@ -431,9 +431,9 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
 
 
 def _queries_after(order: list[PlannedRun], index: int) -> int:
-    """The query runs after ``order[index]`` on its stack (the same brokers): those a warm driver its pool keeps can
-    serve (an options probe or an acknowledged-writes run starts no driver, and a child asked for them would wait
-    unused until the stack stops)."""
+    """The query runs after ``order[index]`` on its stack (the same brokers): the runs a warm driver of the stack's
+    pool can serve (an options probe or an acknowledged-writes run starts no driver, and a child asked for them
+    would wait unused until the stack stops)."""
     return sum(1 for later in order[index + 1:]
                if later.brokers == order[index].brokers and later.procedure == "query")
 
