@@ -49,6 +49,11 @@ __all__ = ["MomentKillParams", "DriverKillAtMoment", "TASK_MOMENTS", "WorkerKill
 
 #: Seconds between two looks at the query (each look is one or two requests to the status API: ~15 ms here).
 _LOOK_INTERVAL_S = 0.005
+#: Seconds between two looks while nothing the fault may strike can show within them: an attempt's first batch that
+#: is not the wanted one, or that is still planning while a later moment is wanted. Looks cost the driver CPU while
+#: it starts its Python workers (a warm restart's first progress came 1.3-3 s later with looks every 5 ms than with
+#: none), and a first batch's next moment (its read tasks, in workers just started) lasts far longer than this.
+_IDLE_LOOK_INTERVAL_S = 0.05
 
 
 class MomentKillParams(FaultParams):
@@ -93,10 +98,12 @@ class _MomentClock:
         #: seconds between two looks, as measured (a look is one or two requests: more than the sleep between them)
         self.look_s = _LOOK_INTERVAL_S
 
-    def saw(self, seen: Observation, now: float, slowed: Any = None) -> None:
-        """Record a look; ``slowed`` says how the link is slowed now (None: not at all)."""
+    def saw(self, seen: Observation, now: float, slowed: Any = None, idled: float = 0.0) -> None:
+        """Record a look; ``slowed`` says how the link is slowed now (None: not at all); ``idled`` how much longer
+        than :data:`_LOOK_INTERVAL_S` the watcher waited before it (a gap the looks near the wanted moment do not
+        have, so not one :meth:`due` should plan for)."""
         if self._last_look is not None:
-            self.look_s = 0.8 * self.look_s + 0.2 * (now - self._last_look)
+            self.look_s = 0.8 * self.look_s + 0.2 * (now - self._last_look - idled)
         self._last_look = now
         first = seen.batch_class in ("first", "replay_of_replay")
         current = {(seen.batch, moment) for moment in seen.moments}
@@ -325,6 +332,7 @@ class DriverKillAtMoment(Fault):
         clock = _MomentClock(driver)
         reach = self._reach
         self._status_api = status
+        idled = 0.0  # the waits longer than _LOOK_INTERVAL_S since the clock's last look
         try:
             while time.monotonic() < deadline and driver.is_running():
                 seen = self._look(status, attempt, start)
@@ -332,7 +340,8 @@ class DriverKillAtMoment(Fault):
                     now = time.monotonic()
                     if seen.batch_class == params.batch_class and seen.checkpoint.pending is not None:
                         self._slow()
-                    clock.saw(seen, now, self._slowing())
+                    clock.saw(seen, now, self._slowing(), idled=idled)
+                    idled = 0.0
                     for earlier in [batch for batch in passed if batch < seen.batch]:
                         reach.passed(earlier)
                     aim = reach.capped(clock.aim(params.moment, params.batch_class, params.fraction,
@@ -354,10 +363,30 @@ class DriverKillAtMoment(Fault):
                         self._watched = max(self._watched, len(passed))
                     if self._hopeless(seen, passed):
                         return None
-                time.sleep(_LOOK_INTERVAL_S)
+                pause = self._pause_after(seen)
+                idled += pause - _LOOK_INTERVAL_S
+                time.sleep(pause)
         finally:
             status.close()
         return None
+
+    def _pause_after(self, seen: Observation | None) -> float:
+        """Seconds until the next look: longer (up to :data:`_IDLE_LOOK_INTERVAL_S`) while the query is in an
+        attempt's first batch and nothing this fault may strike can show before the next look: the batch is not of
+        the wanted class, or it is still planning and the wanted moment, when it comes, lasts three such waits or
+        more by the lengths learnt on this driver's batches (the shortest of any kind: a first batch's moment is
+        rarely shorter than a steady one's). Otherwise, and while no length of the wanted moment was learnt,
+        :data:`_LOOK_INTERVAL_S`."""
+        if seen is None or seen.batch_class not in ("first", "replay_of_replay"):
+            return _LOOK_INTERVAL_S
+        params = self.params
+        if seen.batch_class != params.batch_class:
+            return _IDLE_LOOK_INTERVAL_S
+        if seen.moments != {"planning"} or params.moment == "planning":
+            return _LOOK_INTERVAL_S
+        learnt = [length for (moment, _, _), lengths in _LENGTHS.get(self.driver, {}).items()
+                  if moment == params.moment for length in lengths]
+        return min(_IDLE_LOOK_INTERVAL_S, max(_LOOK_INTERVAL_S, min(learnt) / 3)) if learnt else _LOOK_INTERVAL_S
 
     def _hopeless(self, seen: Observation, passed: set[int]) -> bool:
         """True once ``tries`` steady batches passed; :class:`_Missed` once this attempt's first batch is over (or,

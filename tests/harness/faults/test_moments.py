@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from streamcert.harness.faults.base import FaultContext
-from streamcert.harness.faults.moments import DriverKillAtMoment, _agrees, _learnt, _Reach, _WatchLog
+from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LENGTHS, _LOOK_INTERVAL_S, DriverKillAtMoment,
+                                              _agrees, _learnt, _MomentClock, _Reach, _WatchLog)
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.checkpoint import CheckpointState
@@ -64,6 +65,53 @@ def test_a_kill_that_never_struck_says_what_its_looks_saw_of_each_watched_batch(
                      "moments": ["commit_in_flight", "read_done", "reading", "writing"]}
     learnt = _learnt({("writing", False, ("kafka", 190, "downstream")): [0.3, 0.5, 0.4], ("planning", True, None): []})
     assert learnt == [{"moment": "writing", "first": False, "slowed": True, "n": 3, "median_s": 0.4}]
+
+
+class _Driver:
+    """Stands for the driver only as the key its moment lengths are learnt under."""
+
+
+def _kill(tmp_path, driver, **params) -> DriverKillAtMoment:
+    context = FaultContext(history=History(), workdir=tmp_path, driver=driver)
+    return build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, params), context)
+
+
+def test_looks_are_spaced_out_only_in_a_first_batch_that_cannot_show_the_wanted_moment_before_the_next(tmp_path):
+    """Looks cost the driver CPU while it starts its workers: in an attempt's first batch that is not the wanted one
+    they wait 50 ms; while it plans and a later moment is wanted, a third of that moment's shortest learnt length
+    (5 to 50 ms), and 5 ms as long as no length of it was learnt. Everywhere else every 5 ms."""
+    driver = _Driver()
+    planning_first = Observation(2, 4, frozenset({"planning"}), "first", 1)
+    reading_first = Observation(2, 4, frozenset({"reading"}), "first", 1)
+    steady = Observation(2, 9, frozenset({"planning"}), "steady", 0)
+    wants_steady = _kill(tmp_path, driver, moment="writing", batch_class="steady")
+    assert wants_steady._pause_after(planning_first) == _IDLE_LOOK_INTERVAL_S
+    assert wants_steady._pause_after(reading_first) == _IDLE_LOOK_INTERVAL_S
+    assert wants_steady._pause_after(steady) == _LOOK_INTERVAL_S
+    assert wants_steady._pause_after(None) == _LOOK_INTERVAL_S
+    wants_commit = _kill(tmp_path, driver, moment="commit_in_flight", batch_class="first")
+    assert wants_commit._pause_after(planning_first) == _LOOK_INTERVAL_S  # its length not learnt yet
+    _LENGTHS[driver] = {("commit_in_flight", True, None): [0.6], ("commit_in_flight", False, None): [0.09, 0.3]}
+    assert wants_commit._pause_after(planning_first) == pytest.approx(0.03)
+    assert wants_commit._pause_after(reading_first) == _LOOK_INTERVAL_S
+    _LENGTHS[driver][("commit_in_flight", False, ("kafka", 200, "both"))] = [0.006]
+    assert wants_commit._pause_after(planning_first) == _LOOK_INTERVAL_S
+    _LENGTHS[driver] = {("commit_in_flight", True, None): [2.0]}
+    assert wants_commit._pause_after(planning_first) == _IDLE_LOOK_INTERVAL_S
+    wants_planning = _kill(tmp_path, driver, moment="planning", batch_class="first")
+    assert wants_planning._pause_after(planning_first) == _LOOK_INTERVAL_S
+
+
+def test_a_spaced_out_wait_does_not_count_as_the_time_between_two_looks():
+    """``due`` strikes early by the time between looks near the wanted moment: the 50-ms waits of a first batch's
+    planning must not make it strike early in the moments after."""
+    planning = Observation(2, 4, frozenset({"planning"}), "first", 1)
+    spaced, unspaced = _MomentClock(_Driver()), _MomentClock(_Driver())
+    for now in (10.0, 10.065, 10.13):  # a look takes 15 ms; 50 ms waits, of which 45 ms more than near a moment
+        spaced.saw(planning, now, idled=0.045 if now > 10 else 0.0)
+        unspaced.saw(planning, now)
+    assert spaced.look_s == pytest.approx(0.8 * (0.8 * 0.005 + 0.2 * 0.02) + 0.2 * 0.02)  # 20-ms looks, as near one
+    assert unspaced.look_s > 2.5 * spaced.look_s
 
 
 def test_a_moment_or_class_that_does_not_exist_is_refused_when_the_schedule_is_read(tmp_path):
