@@ -117,6 +117,11 @@ class _MomentClock:
         for key in current:
             self._open.setdefault(key, (now, first, slowed))
 
+    def shortest(self, moment: str) -> float | None:
+        """The shortest length of ``moment`` learnt on this driver's batches, of any kind (None: none learnt)."""
+        return min((length for (name, _, _), lengths in self.lengths.items() if name == moment for length in lengths),
+                   default=None)
+
     def since(self, batch: int, moment: str, now: float) -> float:
         return now - self._open.get((batch, moment), (now, False, None))[0]
 
@@ -363,14 +368,14 @@ class DriverKillAtMoment(Fault):
                         self._watched = max(self._watched, len(passed))
                     if self._hopeless(seen, passed):
                         return None
-                pause = self._pause_after(seen)
+                pause = self._pause_after(seen, clock)
                 idled += pause - _LOOK_INTERVAL_S
                 time.sleep(pause)
         finally:
             status.close()
         return None
 
-    def _pause_after(self, seen: Observation | None) -> float:
+    def _pause_after(self, seen: Observation | None, clock: _MomentClock) -> float:
         """Seconds until the next look: longer (up to :data:`_IDLE_LOOK_INTERVAL_S`) while the query is in an
         attempt's first batch and nothing this fault may strike can show before the next look: the batch is not of
         the wanted class, or it is still planning and the wanted moment, when it comes, lasts three such waits or
@@ -384,9 +389,8 @@ class DriverKillAtMoment(Fault):
             return _IDLE_LOOK_INTERVAL_S
         if seen.moments != {"planning"} or params.moment == "planning":
             return _LOOK_INTERVAL_S
-        learnt = [length for (moment, _, _), lengths in _LENGTHS.get(self.driver, {}).items()
-                  if moment == params.moment for length in lengths]
-        return min(_IDLE_LOOK_INTERVAL_S, max(_LOOK_INTERVAL_S, min(learnt) / 3)) if learnt else _LOOK_INTERVAL_S
+        shortest = clock.shortest(params.moment)
+        return _LOOK_INTERVAL_S if shortest is None else min(_IDLE_LOOK_INTERVAL_S, max(_LOOK_INTERVAL_S, shortest / 3))
 
     def _hopeless(self, seen: Observation, passed: set[int]) -> bool:
         """True once ``tries`` steady batches passed; :class:`_Missed` once this attempt's first batch is over (or,

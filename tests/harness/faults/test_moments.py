@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streamcert.harness.faults.base import FaultContext
-from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LENGTHS, _LOOK_INTERVAL_S, DriverKillAtMoment,
+from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LOOK_INTERVAL_S, DriverKillAtMoment,
                                               _agrees, _learnt, _MomentClock, _Reach, _WatchLog)
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
@@ -81,25 +81,27 @@ def test_looks_are_spaced_out_only_in_a_first_batch_that_cannot_show_the_wanted_
     they wait 50 ms; while it plans and a later moment is wanted, a third of that moment's shortest learnt length
     (5 to 50 ms), and 5 ms as long as no length of it was learnt. Everywhere else every 5 ms."""
     driver = _Driver()
+    clock = _MomentClock(driver)
     planning_first = Observation(2, 4, frozenset({"planning"}), "first", 1)
     reading_first = Observation(2, 4, frozenset({"reading"}), "first", 1)
     steady = Observation(2, 9, frozenset({"planning"}), "steady", 0)
     wants_steady = _kill(tmp_path, driver, moment="writing", batch_class="steady")
-    assert wants_steady._pause_after(planning_first) == _IDLE_LOOK_INTERVAL_S
-    assert wants_steady._pause_after(reading_first) == _IDLE_LOOK_INTERVAL_S
-    assert wants_steady._pause_after(steady) == _LOOK_INTERVAL_S
-    assert wants_steady._pause_after(None) == _LOOK_INTERVAL_S
+    assert wants_steady._pause_after(planning_first, clock) == _IDLE_LOOK_INTERVAL_S
+    assert wants_steady._pause_after(reading_first, clock) == _IDLE_LOOK_INTERVAL_S
+    assert wants_steady._pause_after(steady, clock) == _LOOK_INTERVAL_S
+    assert wants_steady._pause_after(None, clock) == _LOOK_INTERVAL_S
     wants_commit = _kill(tmp_path, driver, moment="commit_in_flight", batch_class="first")
-    assert wants_commit._pause_after(planning_first) == _LOOK_INTERVAL_S  # its length not learnt yet
-    _LENGTHS[driver] = {("commit_in_flight", True, None): [0.6], ("commit_in_flight", False, None): [0.09, 0.3]}
-    assert wants_commit._pause_after(planning_first) == pytest.approx(0.03)
-    assert wants_commit._pause_after(reading_first) == _LOOK_INTERVAL_S
-    _LENGTHS[driver][("commit_in_flight", False, ("kafka", 200, "both"))] = [0.006]
-    assert wants_commit._pause_after(planning_first) == _LOOK_INTERVAL_S
-    _LENGTHS[driver] = {("commit_in_flight", True, None): [2.0]}
-    assert wants_commit._pause_after(planning_first) == _IDLE_LOOK_INTERVAL_S
+    assert wants_commit._pause_after(planning_first, clock) == _LOOK_INTERVAL_S  # its length not learnt yet
+    clock.lengths.update({("commit_in_flight", True, None): [0.6], ("commit_in_flight", False, None): [0.09, 0.3]})
+    assert wants_commit._pause_after(planning_first, clock) == pytest.approx(0.03)
+    assert wants_commit._pause_after(reading_first, clock) == _LOOK_INTERVAL_S
+    clock.lengths[("commit_in_flight", False, ("kafka", 200, "both"))] = [0.006]
+    assert wants_commit._pause_after(planning_first, clock) == _LOOK_INTERVAL_S
+    clock.lengths.clear()
+    clock.lengths[("commit_in_flight", True, None)] = [2.0]
+    assert wants_commit._pause_after(planning_first, clock) == _IDLE_LOOK_INTERVAL_S
     wants_planning = _kill(tmp_path, driver, moment="planning", batch_class="first")
-    assert wants_planning._pause_after(planning_first) == _LOOK_INTERVAL_S
+    assert wants_planning._pause_after(planning_first, clock) == _LOOK_INTERVAL_S
 
 
 def test_a_spaced_out_wait_does_not_count_as_the_time_between_two_looks():
