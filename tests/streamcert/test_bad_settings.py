@@ -219,3 +219,10 @@ def test_an_unknown_jit_mode_is_refused_before_any_server_starts():
     result, seconds = _streamcert("env", "smoke", "--provider", "local", STREAMCERT_JIT="turbo")
     _assert_clear_error(result, seconds, "STREAMCERT_JIT=turbo", "quick, full")
     assert seconds < 5
+
+
+def test_an_unknown_jit_mode_is_refused_before_a_certification_starts(tmp_path):
+    result, seconds = _streamcert("certify", "--connector", "streamcert-kafka", "--quick", "--out",
+                                  str(tmp_path / "cert"), STREAMCERT_JIT="turbo")
+    _assert_clear_error(result, seconds, "STREAMCERT_JIT=turbo", "quick, full")
+    assert not (tmp_path / "cert" / "results.json").exists()

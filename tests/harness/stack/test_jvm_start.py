@@ -14,8 +14,9 @@ import pytest
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack import jvm_start
-from streamcert.harness.stack.jvm_start import (ARCHIVE_SWITCH_VAR, class_archive_path, class_archive_state,
-                                                 ensure_class_archive, start_up_options)
+from streamcert.harness.stack.jvm_start import (ARCHIVE_SWITCH_VAR, CERTIFICATION_JIT, class_archive_path,
+                                                 class_archive_state, default_jit, ensure_class_archive, jit_mode,
+                                                 start_up_options)
 
 
 @pytest.fixture
@@ -49,6 +50,30 @@ def test_spark_runs_the_full_jit_unless_streamcert_jit_says_quick(monkeypatch):
     assert SparkConfig().jit == "full"
     monkeypatch.setenv("STREAMCERT_JIT", "quick")
     assert SparkConfig().jit == "quick" and SparkConfig(jit="full").jit == "full"
+
+
+def test_a_certification_s_jvms_run_the_quick_jit_unless_streamcert_jit_says_otherwise(monkeypatch):
+    from streamcert.harness.stack.spark import SparkConfig
+
+    monkeypatch.delenv("STREAMCERT_JIT", raising=False)
+    with default_jit(CERTIFICATION_JIT) as mode:
+        assert mode == "quick" and os.environ["STREAMCERT_JIT"] == "quick" and SparkConfig().jit == "quick"
+    assert "STREAMCERT_JIT" not in os.environ and SparkConfig().jit == "full"
+    monkeypatch.setenv("STREAMCERT_JIT", "full")
+    with default_jit(CERTIFICATION_JIT) as mode:
+        assert mode == "full" and SparkConfig().jit == "full"
+    assert os.environ["STREAMCERT_JIT"] == "full"
+
+
+def test_a_bad_streamcert_jit_is_refused_before_anything_starts(monkeypatch):
+    monkeypatch.setenv("STREAMCERT_JIT", "turbo")
+    with pytest.raises(ConfigurationError, match="STREAMCERT_JIT=turbo") as info:
+        with default_jit(CERTIFICATION_JIT):
+            pass
+    assert "quick, full" in info.value.hint
+    assert os.environ["STREAMCERT_JIT"] == "turbo"
+    monkeypatch.delenv("STREAMCERT_JIT")
+    assert jit_mode() == "full" and jit_mode("quick") == "quick"
 
 
 def test_the_archive_is_used_only_once_it_exists(cache):
