@@ -579,6 +579,8 @@ def _judged(certification: Certification, reference: str, name: str, req: Requir
                         in_full_plan=in_full_plan)
         if elsewhere and verdict.verdict != "fail":  # a finding here stands; a pass needs the other shards' runs
             where = "; ".join(f"{run} in shard {shard}" for run, shard in elsewhere.items())
+            verdict.evidence["elsewhere"] = elsewhere
+            verdict.evidence["here"] = verdict.verdict if mine else None
             verdict.reason = (f"its runs are in other shards too ({where}): `streamcert merge` the shards' results "
                               "for its verdict" + (f"; here: {verdict.verdict}, {verdict.reason}" if mine else ""))
             verdict.verdict = "unknown"

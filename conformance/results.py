@@ -106,9 +106,18 @@ class CertificationResult(BaseModel):
         return out
 
     def passed(self) -> bool:
-        """True when every claimed requirement passed (skips aside) and the certification completed."""
-        counts = self.counts()
-        return self.complete and counts["fail"] == 0 and counts["unknown"] == 0 and counts["pass"] > 0
+        """True when every claimed requirement passed (skips aside) and the certification completed. In one shard
+        of a certification (``shard``), a requirement that is unknown only because some of its runs are in other
+        shards, and whose runs here passed (or that has none here), counts as passed: the shard's exit says whether
+        *it* found anything, and ``streamcert merge`` gives the verdict."""
+        settled = [verdict for verdict in self.verdicts if verdict.verdict != "skip"]
+        return self.complete and bool(settled) and all(
+            verdict.verdict == "pass" or self.passed_here(verdict) for verdict in settled)
+
+    def passed_here(self, verdict: Verdict) -> bool:
+        """Whether ``verdict`` (of this shard) is unknown only for its runs in other shards, and passed here."""
+        return (bool(self.shard) and verdict.verdict == "unknown" and bool(verdict.evidence.get("elsewhere"))
+                and verdict.evidence.get("here") in (None, "pass"))
 
     def save(self, path: Path) -> Path:
         """Write atomically (a reader never sees half a file)."""

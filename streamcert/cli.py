@@ -193,6 +193,10 @@ def _certify(args: argparse.Namespace) -> int:
     counts = result.counts()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
           f"skipped in {result.duration_s:.0f} s; {out / 'results.json'}, {out / 'report.html'}", file=sys.stderr)
+    elsewhere = sum(1 for verdict in result.verdicts if result.passed_here(verdict))
+    if elsewhere:
+        print(f"{elsewhere} of the unknown passed here and wait for their runs in the other shards: "
+              "`streamcert merge` the shards' results.json for their verdicts", file=sys.stderr)
     return EXIT_OK if result.passed() else EXIT_FAILED
 
 

@@ -39,6 +39,8 @@ def test_merged_shards_give_the_verdicts_of_the_whole_plan(stack, whole, tmp_pat
     for part in parts:  # SRC-9 needs both runs: no shard can pass it alone
         [src9] = [v for v in part.verdicts if v.requirement == "SRC-9"]
         assert src9.verdict == "unknown" and "in shard" in src9.reason and "streamcert merge" in src9.reason
+        assert src9.evidence["here"] == "pass" and list(src9.evidence["elsewhere"].values()) != [part.shard]
+        assert part.passed() and part.passed_here(src9)  # the shard's exit: it found nothing
     merged = merge([tmp_path / "part1", tmp_path / "part2" / "results.json"], tmp_path / "merged",
                    render=render_reports)
     assert _verdicts(merged) == _verdicts(whole) and all(v.verdict == "pass" for v in merged.verdicts)

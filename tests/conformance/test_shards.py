@@ -57,3 +57,25 @@ def test_the_default_jobs_are_one_per_two_cores_and_four_gib_available(monkeypat
     monkeypatch.setattr("os.cpu_count", lambda: cores)
     monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=gib * 2 ** 30))
     assert default_jobs() == jobs
+
+
+def _verdict(requirement: str, verdict: str, **evidence):
+    from streamcert.conformance.verdicts import Verdict
+
+    return Verdict(connector="c", requirement=requirement, verdict=verdict, reason="r", evidence=evidence)
+
+
+@pytest.mark.parametrize("here, shard_passes", [("pass", True), (None, True), ("unknown", False)])
+def test_a_shard_passes_when_what_it_ran_passed_and_the_rest_is_in_other_shards(here, shard_passes):
+    from streamcert.conformance.results import CertificationResult
+
+    waiting = _verdict("SRC-9", "unknown", elsewhere={"bounded": "2/2"}, here=here)
+    shard = CertificationResult(seed=1, shard="1/2", complete=True, verdicts=[_verdict("SRC-7", "pass"), waiting])
+    assert shard.passed() is shard_passes and shard.passed_here(waiting) is shard_passes
+    whole = shard.model_copy(update={"shard": None})
+    assert not whole.passed() and not whole.passed_here(waiting)  # unsharded, an unknown is never a pass
+    found = shard.model_copy(update={"verdicts": [_verdict("SRC-7", "fail"), waiting]})
+    assert not found.passed()  # a finding in a shard fails it
+    undecided = shard.model_copy(update={"verdicts": [_verdict("SRC-7", "unknown"), waiting]})
+    assert not undecided.passed()  # unknown for a reason of its own
+    assert not shard.model_copy(update={"complete": False}).passed()
