@@ -22,7 +22,6 @@ from streamcert.harness.faults.base import Fault, FaultNotApplicable, within
 from streamcert.harness.faults.registry import fault_kind
 from streamcert.harness.run.driver import DRIVER_TOKEN_VAR
 from streamcert.harness.stack.process import processes_with_token
-from streamcert.harness.stack.python_daemon import DAEMON_MODULES
 from streamcert.harness.waiting import wait_for
 from streamcert.spi.fault_points import arm, armed_file, claims, disarm, reached
 
@@ -111,7 +110,7 @@ def _worker_module(argv: list[str]) -> str | None:
     if "-m" not in argv[:-1]:
         return None
     rest = argv[argv.index("-m") + 1:]
-    if rest[0] in DAEMON_MODULES:
+    if rest[0] == "pyspark.daemon":
         return rest[1] if len(rest) > 1 else "pyspark.worker"
     return rest[0] if rest[0] == "pyspark.worker" else None
 
@@ -119,13 +118,12 @@ def _worker_module(argv: list[str]) -> str | None:
 def _is_task_worker(pid: int, argv: list[str]) -> bool:
     """A worker that runs tasks (``pyspark.worker``), not a daemon, not a driver-side planning worker.
 
-    The daemon (PySpark's, or streamcert's preloading one) forks its workers, so a worker has the same command
-    line as its parent; the daemon's parent is the JVM. Without the daemon (``spark.python.use.daemon=false``)
-    workers run ``-m pyspark.worker`` directly.
+    The daemon forks its workers, so a worker has the same command line as its parent; the daemon's parent is
+    the JVM. Without the daemon (``spark.python.use.daemon=false``) workers run ``-m pyspark.worker`` directly.
     """
     if _worker_module(argv) != "pyspark.worker":
         return False
-    if not set(DAEMON_MODULES) & set(argv):
+    if "pyspark.daemon" not in argv:
         return True
     parent = _parent(pid)
     return parent is not None and _argv(parent) == argv

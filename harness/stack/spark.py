@@ -24,7 +24,6 @@ from typing import Iterator, Mapping
 from streamcert.harness.stack.cache import cache_dir
 from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.stack.install import find_java
-from streamcert.harness.stack.python_daemon import spark_conf as preloading_daemon_conf
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 
@@ -187,7 +186,7 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     if config.packages:
         builder = builder.config("spark.jars.packages", ",".join(config.packages))
         builder = builder.config("spark.jars.ivy", str(cache_dir() / "ivy"))
-    for key, value in {**preloading_daemon_conf(), **config.conf}.items():
+    for key, value in config.conf.items():
         builder = builder.config(key, value)
     # The token is inherited by the driver JVM, executors and Python workers (so teardown finds them
     # all) but must not leak into processes this interpreter starts later.

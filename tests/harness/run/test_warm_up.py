@@ -14,7 +14,6 @@ from streamcert.harness.waiting import wait_for
 
 from streamcert.harness.run.warm_up import (KEEP_WORKERS_S, WARM_UP_QUERY_PREFIX, BackgroundWarmUp, WarmUpSource,
                                             warm_python_data_source_path, warm_query_path)
-from streamcert.harness.stack.python_daemon import DAEMON_MODULES
 
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -81,12 +80,12 @@ def test_a_background_warm_up_told_to_go_ends_the_step_under_way_at_once(stack):
 
 
 def _pooled_task_workers() -> set[int]:
-    """The Python task workers this test's Spark forked (children of its daemon for ``pyspark.worker``)."""
+    """The Python task workers this test's Spark forked (children of its ``pyspark.daemon pyspark.worker``)."""
     workers = set()
     for process in psutil.Process(os.getpid()).children(recursive=True):
         try:
             parent = process.parent()
-            if parent is not None and set(DAEMON_MODULES) & set(parent.cmdline()) and \
+            if parent is not None and "pyspark.daemon" in " ".join(parent.cmdline()) and \
                     parent.cmdline()[-1] == "pyspark.worker":
                 workers.add(process.pid)
         except psutil.NoSuchProcess:
