@@ -45,7 +45,7 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.cache import cache_dir, cache_lock
 
 __all__ = ["ARCHIVE_SWITCH_VAR", "CERTIFICATION_JIT", "JIT_MODES", "JIT_VAR", "class_archive_path",
-           "class_archive_state", "default_jit", "ensure_class_archive", "jit_flags", "jit_mode", "start_up_options"]
+           "class_archive_state", "default_jit", "ensure_class_archive", "jit_mode", "start_up_options"]
 
 #: Set to ``off`` to start Spark without the class archive (it is never built or used then).
 ARCHIVE_SWITCH_VAR = "STREAMCERT_CLASS_ARCHIVE"
@@ -137,17 +137,12 @@ def start_up_options(jit: str = "full") -> str:
         source = f"{JIT_VAR}={jit}" if os.environ.get(JIT_VAR) == jit else f"SparkConfig(jit={jit!r})"
         raise ConfigurationError(f"{source}: {jit!r} is not a JIT mode of Spark's JVMs.",
                                  hint=f"Use one of {', '.join(JIT_MODES)} (SparkConfig.jit, or {JIT_VAR}).")
-    options = jit_flags(jit)
+    options = ["-XX:TieredStopAtLevel=1"] if jit == "quick" else []
     if _archive_enabled():
         path = class_archive_path()
         if path.is_file():
             options.append(f"-XX:SharedArchiveFile={path}")
     return " ".join(options)
-
-
-def jit_flags(jit: str) -> list[str]:
-    """The JVM flags of a JIT mode (any JVM streamcert starts: Spark's, a Kafka broker's)."""
-    return ["-XX:TieredStopAtLevel=1"] if jit == "quick" else []
 
 
 def ensure_class_archive() -> Path | None:

@@ -24,7 +24,6 @@ from typing import Mapping
 from streamcert.harness.errors import StartupFailed
 from streamcert.harness.stack.diagnosis import with_diagnosis
 from streamcert.harness.stack.install import KAFKA_VERSION, ensure_kafka, find_java
-from streamcert.harness.stack.jvm_start import jit_flags, jit_mode
 from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, run_logged, tail_file, token_env
 from streamcert.harness.stack.readiness import kafka_readiness
@@ -140,10 +139,6 @@ class LocalKafka(ProcessBacked):
     advertised_external: tuple[str, int] | None = None
     ports: KafkaPorts = field(default_factory=KafkaPorts.allocate)
     heap_mb: int = 512
-    #: the broker JVM's JIT (:data:`~streamcert.harness.stack.jvm_start.JIT_MODES`): by default ``STREAMCERT_JIT``'s,
-    #: as Spark's JVMs (quick in certifications and the project's tests: a broker starts on 2.6 s of CPU instead of
-    #: 4.2 and idles on 1.7 s a minute instead of 2.5, measured here; benchmarks keep the full JIT)
-    jit: str = field(default_factory=jit_mode)
     version: str = KAFKA_VERSION
     run_token: str = ""
     overrides: Mapping[str, str] = field(default_factory=dict)
@@ -199,7 +194,7 @@ class LocalKafka(ProcessBacked):
             self.ports, self.advertised_external or (LOOPBACK, self.ports.external), self.data_dir, self.overrides))
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(render_log4j2(self.log_file))
-        base = [java, *jit_flags(self.jit), f"-Xmx{self.heap_mb}m", f"-Xms{min(self.heap_mb, 128)}m", "-XX:+UseG1GC",
+        base = [java, f"-Xmx{self.heap_mb}m", f"-Xms{min(self.heap_mb, 128)}m", "-XX:+UseG1GC",
                 "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{lib}/*"]
         env = token_env(self.run_token)

@@ -15,8 +15,8 @@ import pytest
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack import jvm_start
 from streamcert.harness.stack.jvm_start import (ARCHIVE_SWITCH_VAR, CERTIFICATION_JIT, class_archive_path,
-                                                 class_archive_state, default_jit, ensure_class_archive, jit_flags,
-                                                 jit_mode, start_up_options)
+                                                 class_archive_state, default_jit, ensure_class_archive, jit_mode,
+                                                 start_up_options)
 
 
 @pytest.fixture
@@ -50,27 +50,6 @@ def test_spark_runs_the_full_jit_unless_streamcert_jit_says_quick(monkeypatch):
     assert SparkConfig().jit == "full"
     monkeypatch.setenv("STREAMCERT_JIT", "quick")
     assert SparkConfig().jit == "quick" and SparkConfig(jit="full").jit == "full"
-
-
-def test_a_kafka_broker_runs_the_jit_streamcert_jit_names(monkeypatch, tmp_path):
-    from streamcert.harness.stack.kafka import LocalKafka
-
-    monkeypatch.delenv("STREAMCERT_JIT", raising=False)
-    assert LocalKafka(tmp_path).jit == "full" and jit_flags("full") == []
-    with default_jit(CERTIFICATION_JIT):
-        assert LocalKafka(tmp_path).jit == "quick" and jit_flags("quick") == ["-XX:TieredStopAtLevel=1"]
-    monkeypatch.setenv("STREAMCERT_JIT", "turbo")
-    with pytest.raises(ConfigurationError, match="STREAMCERT_JIT=turbo"):
-        LocalKafka(tmp_path)
-
-
-@pytest.mark.integration
-def test_the_session_s_broker_runs_the_quick_jit_the_tests_ask_for(stack):
-    import psutil
-
-    [broker] = [p for p in psutil.process_iter(["cmdline"]) if "kafka.Kafka" in (p.info["cmdline"] or [])
-                and str(stack.kafka.workdir) in " ".join(p.info["cmdline"])]
-    assert "-XX:TieredStopAtLevel=1" in broker.info["cmdline"]
 
 
 def test_a_certification_s_jvms_run_the_quick_jit_unless_streamcert_jit_says_otherwise(monkeypatch):
