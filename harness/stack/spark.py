@@ -26,6 +26,7 @@ from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
+from streamcert.harness.stack.python_forks import ForkServer, fork_server_default
 
 __all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "pyspark_version", "validate_master", "runs_in_driver",
            "refuse_unreachable_master", "spark_session", "stop_spark", "SparkResource"]
@@ -64,6 +65,9 @@ class SparkConfig:
     jit: str = field(default_factory=lambda: os.environ.get(JIT_VAR, "full"))
     #: more JVM options for the driver and the executors
     java_options: str = ""
+    #: fork the driver's Python planning and streaming processes from a preloaded server
+    #: (:mod:`~streamcert.harness.stack.python_forks`); default from ``STREAMCERT_FORK_SERVER``
+    fork_server: bool = field(default_factory=fork_server_default)
     #: with master ``standalone``: the workers streamcert starts, each one executor of one core
     workers: int = 2
     worker_memory_mb: int = 1024
@@ -166,6 +170,8 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     ensure_class_archive()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    for name in ForkServer.VARIABLES:  # a previous session's server is gone
+        os.environ.pop(name, None)
     log4j = _quiet_log4j2()
     java_opts = " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{log4j}", start_up_options(config.jit),
                                        config.java_options]))
@@ -193,6 +199,8 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     owner = run_owner(run_token).spec() if run_token else None
     with _env_var(RUN_TOKEN_VAR, run_token or None), _env_var(OWNER_VAR, owner):
         try:
+            if config.fork_server:
+                _start_fork_server()
             spark = builder.getOrCreate()
         except Exception as exc:
             failure = _start_failure(config.master, exc)
@@ -200,6 +208,29 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
             raise failure from None
     spark.sparkContext.setLogLevel(config.log_level)
     return spark
+
+
+#: The fork server of this process's session, if it has one (one Spark session per process).
+_FORK_SERVER: ForkServer | None = None
+
+
+def _start_fork_server() -> None:
+    """Start the session's fork server (carrying the run token, as the JVM does) and point Spark's Python at it:
+    the JVM inherits ``PYSPARK_PYTHON`` and the server's variables."""
+    global _FORK_SERVER
+    _FORK_SERVER = ForkServer().start()
+    os.environ["PYSPARK_PYTHON"] = _FORK_SERVER.python()
+    os.environ.update(_FORK_SERVER.environment())
+
+
+def _stop_fork_server() -> None:
+    global _FORK_SERVER
+    server, _FORK_SERVER = _FORK_SERVER, None
+    if server is not None:
+        server.stop()
+    for name in ForkServer.VARIABLES:
+        os.environ.pop(name, None)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 @contextlib.contextmanager
@@ -217,7 +248,14 @@ def _env_var(name: str, value: str | None) -> Iterator[None]:
 
 
 def stop_spark(spark=None) -> None:
-    """Stop the session and the driver JVM pyspark launched; idempotent."""
+    """Stop the session, the driver JVM pyspark launched and the session's fork server; idempotent."""
+    try:
+        _stop_spark(spark)
+    finally:
+        _stop_fork_server()
+
+
+def _stop_spark(spark=None) -> None:
     from pyspark import SparkContext
 
     if spark is not None:

@@ -1,0 +1,140 @@
+"""The fork server beside a Spark session, as a resource: its launcher file, its socket, its process.
+
+:func:`~streamcert.harness.stack.spark.spark_session` starts one when ``SparkConfig.fork_server`` is on, before the
+driver JVM (the imports run while the JVM starts), points ``PYSPARK_PYTHON`` at :meth:`ForkServer.python` and puts
+:meth:`ForkServer.environment` in the JVM's environment; :func:`~streamcert.harness.stack.spark.stop_spark` stops
+it. Whether it is on by default comes from ``STREAMCERT_FORK_SERVER`` (``on`` or ``off``).
+
+The launcher (:mod:`~streamcert.harness.stack.fork_launcher`) is written once per interpreter into the cache, as
+an executable script whose first line runs this interpreter with ``-I -S``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack import fork_launcher
+from streamcert.harness.stack.cache import cache_dir
+from streamcert.harness.waiting import wait_for
+
+__all__ = ["SWITCH_VAR", "fork_server_default", "launcher_path", "ForkServer"]
+
+#: ``on`` or ``off``: whether Spark sessions start a fork server when their SparkConfig does not say.
+SWITCH_VAR = "STREAMCERT_FORK_SERVER"
+_SWITCH_VALUES = ("on", "off")
+_STOP_TIMEOUT_S = 5.0
+
+
+def fork_server_default() -> bool:
+    """``STREAMCERT_FORK_SERVER``'s answer (off when unset); a value other than on or off is refused."""
+    value = os.environ.get(SWITCH_VAR, "off").strip().lower()
+    if value not in _SWITCH_VALUES:
+        raise ConfigurationError(f"{SWITCH_VAR}={os.environ[SWITCH_VAR]!r} is neither on nor off.",
+                                 hint=f"Set {SWITCH_VAR}=on to fork Spark's driver-side Python processes from a "
+                                      "preloaded server, off (or unset) to start each one fresh.")
+    return value == "on"
+
+
+def launcher_path(interpreter: str | None = None) -> Path:
+    """The executable launcher for ``interpreter`` (this one by default), written into the cache if missing."""
+    interpreter = interpreter or sys.executable
+    source = Path(fork_launcher.__file__).read_text(encoding="utf-8")
+    text = f"#!{interpreter} -IS\n{source}"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = cache_dir() / "fork-launcher" / f"python-{digest}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f".{path.name}.{os.getpid()}")
+        staged.write_text(text, encoding="utf-8")
+        staged.chmod(0o755)
+        os.replace(staged, path)  # atomic: a launcher is never seen half-written by a concurrent run
+    return path
+
+
+class ForkServer:
+    """A fork server process and its socket (a context manager; ``stop()`` is idempotent and safe without
+    ``start()``). The server inherits this process's environment, run tokens included."""
+
+    #: The variables :meth:`environment` sets.
+    VARIABLES = (fork_launcher.SOCKET_VAR, fork_launcher.INTERPRETER_VAR)
+
+    def __init__(self) -> None:
+        self._folder: Path | None = None
+        self._process: subprocess.Popen | None = None
+        self._launcher: Path | None = None
+
+    def __enter__(self) -> "ForkServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def socket_path(self) -> Path:
+        if self._folder is None:
+            raise RuntimeError("the fork server has not started")
+        return self._folder / "fork.sock"
+
+    def start(self) -> "ForkServer":
+        """Start the server (it imports in the background; launchers that come early wait in its queue)."""
+        if self._process is not None:
+            return self
+        self._launcher = launcher_path()
+        # a short path: a Unix socket's address is at most 107 bytes
+        self._folder = Path(tempfile.mkdtemp(prefix="sc-fork-", dir="/tmp" if os.path.isdir("/tmp") else None))
+        log = open(self._folder / "server.log", "wb")
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "streamcert.harness.stack.fork_server", str(self.socket_path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True)
+        finally:
+            log.close()
+        # the socket is bound before the imports start: wait for that only (a few milliseconds)
+        wait_for(lambda: self.socket_path.exists() or self._process.poll() is not None,
+                 what="the fork server's socket", timeout=30.0, interval=0.01)
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    def python(self) -> str:
+        """What Spark should run as Python: the launcher."""
+        if self._launcher is None:
+            raise RuntimeError("the fork server has not started")
+        return str(self._launcher)
+
+    def environment(self) -> dict[str, str]:
+        """The variables a launcher needs, for the JVM's environment (its Python processes inherit them)."""
+        return {fork_launcher.SOCKET_VAR: str(self.socket_path), fork_launcher.INTERPRETER_VAR: sys.executable}
+
+    def log(self) -> str:
+        """What the server printed (why it did not preload, if it did not)."""
+        if self._folder is None:
+            return ""
+        try:
+            return (self._folder / "server.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        folder, self._folder = self._folder, None
+        if folder is not None:
+            for leftover in folder.iterdir():
+                leftover.unlink(missing_ok=True)
+            folder.rmdir()
