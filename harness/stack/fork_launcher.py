@@ -26,9 +26,11 @@ import socket
 import struct
 import sys
 
-__all__ = ["SOCKET_VAR", "INTERPRETER_VAR", "ROUTED_MODULES", "ROUTED_DAEMON_PREFIX", "routed_module", "main"]
+__all__ = ["SOCKET_VAR", "INTERPRETER_VAR", "ROUTED_MODULES", "ROUTED_DAEMON_PREFIX", "routed_module", "socket_address",
+           "main"]
 
-#: The server's socket; unset, every process execs the real interpreter.
+#: The server's socket (``@name``: a name in Linux's abstract namespace, which leaves no file behind a killed
+#: server); unset, every process execs the real interpreter.
 SOCKET_VAR = "STREAMCERT_FORK_SOCKET"
 #: The real interpreter (the server's own), exec'd for anything the server does not serve.
 INTERPRETER_VAR = "STREAMCERT_FORK_PYTHON"
@@ -54,6 +56,11 @@ def routed_module(argv: list[str]) -> str | None:
     if module == "pyspark.daemon" and len(argv) == 3 and argv[2].startswith(ROUTED_DAEMON_PREFIX):
         return module
     return None
+
+
+def socket_address(value: str) -> str:
+    """The address a :data:`SOCKET_VAR` value names: ``@name`` is ``name`` in the abstract namespace."""
+    return "\0" + value[1:] if value.startswith("@") else value
 
 
 def _become_python(interpreter: str, argv: list[str]) -> None:
@@ -105,7 +112,7 @@ def main(argv: list[str]) -> None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(_CONNECT_TIMEOUT_S)
-        conn.connect(address)
+        conn.connect(socket_address(address))
         conn.settimeout(None)
         _send_request(conn, argv)
         pending = bytearray()

@@ -1,17 +1,17 @@
 """A fork server for the Python processes Spark starts on the driver: modules imported once, each process forked.
 
-Runs as ``python -m streamcert.harness.stack.fork_server SOCKET``, started by
+Runs as ``python -m streamcert.harness.stack.fork_server SOCKET`` (``@name``: an abstract socket), started by
 :class:`~streamcert.harness.stack.python_forks.ForkServer` beside a Spark session, with the session's run token in
 its environment, so its children carry it too (``/proc/<pid>/environ`` of a forked process is its parent's) and a
 run's teardown finds them as it finds every other process of the run.
 
-It binds its socket first, then imports pyspark's planning and streaming modules, pyarrow, pandas and the client
-libraries the connectors use, then serves. For each request of :mod:`~streamcert.harness.stack.fork_launcher` it
-forks a child that takes the request's standard streams, environment, working folder, ``sys.path`` (from its
-``PYTHONPATH``) and arguments, puts itself in a process group of its own and runs the module as ``__main__``, as
-``python -m`` would. The server answers ``pid N`` once the child runs and ``exit N`` when it ends (a negative N: the
-signal that killed it); a request whose connection closes first (its launcher was killed) has its child's process
-group killed.
+It binds its socket first (and says ``bound`` on its standard output, which it then closes), then imports pyspark's
+planning and streaming modules, pyarrow, pandas and the client libraries the connectors use, then serves. For each
+request of :mod:`~streamcert.harness.stack.fork_launcher` it forks a child that takes the request's standard
+streams, environment, working folder, ``sys.path`` (from its ``PYTHONPATH``) and arguments, puts itself in a process
+group of its own and runs the module as ``__main__``, as ``python -m`` would. The server answers ``pid N`` once the
+child runs and ``exit N`` when it ends (a negative N: the signal that killed it); a request whose connection closes
+first (its launcher was killed) has its child's process group killed.
 
 Forking is only safe from a process with one thread: the imports are made with pyarrow's jemalloc background
 thread and OpenBLAS's threads off, and a server that still finds a second thread refuses every request (the
@@ -275,9 +275,12 @@ _BASE_PATH: list[str] = []
 
 def serve(address: str) -> int:
     """Bind ``address``, preload, and serve until told to stop; the process's exit code."""
+    from streamcert.harness.stack.fork_launcher import socket_address
+
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(address)
+    listener.bind(socket_address(address))
     listener.listen(64)  # requests queue while the imports run: a planning call waits for them, as it would import
+    _say_bound()
     os.environ.update(THREAD_SETTINGS)
     _BASE_PATH[:] = sys.path[1:]
     failed = _preload()
@@ -290,11 +293,21 @@ def serve(address: str) -> int:
         _Server(listener, safe).run()
     finally:
         listener.close()
-        try:
-            os.unlink(address)
-        except OSError:
-            pass
+        if not address.startswith("@"):
+            try:
+                os.unlink(address)
+            except OSError:
+                pass
     return 0
+
+
+def _say_bound() -> None:
+    """Tell the starter the socket takes requests, then let go of that pipe (children get the launchers' streams)."""
+    sys.stdout.write("bound\n")
+    sys.stdout.flush()
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
 
 
 def main(argv: list[str]) -> int:

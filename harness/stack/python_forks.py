@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
+import select
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.stack import fork_launcher
 from streamcert.harness.stack.cache import cache_dir
-from streamcert.harness.waiting import wait_for
 
 __all__ = ["SWITCH_VAR", "fork_server_default", "launcher_path", "ForkServer"]
 
@@ -29,6 +29,7 @@ __all__ = ["SWITCH_VAR", "fork_server_default", "launcher_path", "ForkServer"]
 SWITCH_VAR = "STREAMCERT_FORK_SERVER"
 _SWITCH_VALUES = ("on", "off")
 _STOP_TIMEOUT_S = 5.0
+_BIND_TIMEOUT_S = 30.0
 
 
 def fork_server_default() -> bool:
@@ -65,7 +66,7 @@ class ForkServer:
     VARIABLES = (fork_launcher.SOCKET_VAR, fork_launcher.INTERPRETER_VAR)
 
     def __init__(self) -> None:
-        self._folder: Path | None = None
+        self._address: str | None = None
         self._process: subprocess.Popen | None = None
         self._launcher: Path | None = None
 
@@ -75,30 +76,30 @@ class ForkServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    @property
-    def socket_path(self) -> Path:
-        if self._folder is None:
-            raise RuntimeError("the fork server has not started")
-        return self._folder / "fork.sock"
-
     def start(self) -> "ForkServer":
-        """Start the server (it imports in the background; launchers that come early wait in its queue)."""
+        """Start the server and wait until its socket takes requests (it imports after that: launchers that come
+        early wait in its queue). What it says of itself goes to this process's standard error."""
         if self._process is not None:
             return self
         self._launcher = launcher_path()
-        # a short path: a Unix socket's address is at most 107 bytes
-        self._folder = Path(tempfile.mkdtemp(prefix="sc-fork-", dir="/tmp" if os.path.isdir("/tmp") else None))
-        log = open(self._folder / "server.log", "wb")
+        self._address = f"@streamcert-fork-{secrets.token_hex(8)}"
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "streamcert.harness.stack.fork_server", self._address],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, close_fds=True)
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "streamcert.harness.stack.fork_server", str(self.socket_path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True)
+            said = self._first_line(_BIND_TIMEOUT_S)
         finally:
-            log.close()
-        # the socket is bound before the imports start: wait for that only (a few milliseconds)
-        wait_for(lambda: self.socket_path.exists() or self._process.poll() is not None,
-                 what="the fork server's socket", timeout=30.0, interval=0.01)
+            self._process.stdout.close()
+        if said != b"bound\n":
+            self.stop()
+            raise StartupFailed(f"The fork server did not bind its socket within {_BIND_TIMEOUT_S:.0f} s "
+                                f"(it said {said!r}).", hint=f"Set {SWITCH_VAR}=off to start Spark's Python "
+                                "processes without it, and report what this process printed above.")
         return self
+
+    def _first_line(self, timeout: float) -> bytes:
+        ready, _, _ = select.select([self._process.stdout], [], [], timeout)
+        return self._process.stdout.readline() if ready else b""
 
     @property
     def pid(self) -> int | None:
@@ -113,16 +114,9 @@ class ForkServer:
 
     def environment(self) -> dict[str, str]:
         """The variables a launcher needs, for the JVM's environment (its Python processes inherit them)."""
-        return {fork_launcher.SOCKET_VAR: str(self.socket_path), fork_launcher.INTERPRETER_VAR: sys.executable}
-
-    def log(self) -> str:
-        """What the server printed (why it did not preload, if it did not)."""
-        if self._folder is None:
-            return ""
-        try:
-            return (self._folder / "server.log").read_text(errors="replace")
-        except OSError:
-            return ""
+        if self._address is None:
+            raise RuntimeError("the fork server has not started")
+        return {fork_launcher.SOCKET_VAR: self._address, fork_launcher.INTERPRETER_VAR: sys.executable}
 
     def stop(self) -> None:
         process, self._process = self._process, None
@@ -133,8 +127,3 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        folder, self._folder = self._folder, None
-        if folder is not None:
-            for leftover in folder.iterdir():
-                leftover.unlink(missing_ok=True)
-            folder.rmdir()
