@@ -109,6 +109,8 @@ def main(argv: list[str]) -> None:
     address = os.environ.get(SOCKET_VAR)
     if not address or routed_module(argv) is None:
         _become_python(interpreter, argv)
+    # before the request: the child may run (and Spark may signal it) before its pid reaches this process
+    relay = _SignalRelay()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(_CONNECT_TIMEOUT_S)
@@ -121,16 +123,44 @@ def main(argv: list[str]) -> None:
         started = None
     if not started or not started.startswith("pid "):
         conn.close()
+        relay.exit_if_signalled()
         _become_python(interpreter, argv)  # the server is gone or refused: run as Spark asked, without it
     child = int(started.split()[1])
-    for signum in _FORWARDED:
-        signal.signal(signum, lambda received, _frame: _forward(child, received))
+    relay.to(child)
     _detach_standard_streams()
     ended = _read_line(conn, pending)
     if ended and ended.startswith("exit "):
         _exit_as(int(ended.split()[1]))
     _wait_for_exit(child)  # the server went away first: this process stands for the child until it ends
     _exit_as(1)
+
+
+class _SignalRelay:
+    """Forwards SIGTERM, SIGINT and SIGHUP to the child, holding those that come before its pid is known."""
+
+    def __init__(self) -> None:
+        self.child: int | None = None
+        self.held: list[int] = []
+        for signum in _FORWARDED:
+            signal.signal(signum, self._received)
+
+    def _received(self, signum: int, _frame: object) -> None:
+        if self.child is None:
+            self.held.append(signum)
+        else:
+            _forward(self.child, signum)
+
+    def to(self, child: int) -> None:
+        self.child = child
+        for signum in self.held:
+            _forward(child, signum)
+
+    def exit_if_signalled(self) -> None:
+        """No child will come: a signal held for it is this process's end, as it would have been without us."""
+        for signum in _FORWARDED:
+            signal.signal(signum, signal.SIG_DFL)
+        if self.held:
+            _exit_as(-self.held[0])
 
 
 def _wait_for_exit(pid: int) -> None:

@@ -23,6 +23,7 @@ connector's thread that outlives its query) stays visible to the checks that loo
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import json
 import os
@@ -246,6 +247,8 @@ def _run_child(request: dict, fds: list[int]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if os.environ.get("PYTHONUNBUFFERED"):
+        sys.stdout.reconfigure(write_through=True)
     python_path = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     sys.path[:] = [request["cwd"], *python_path, *_BASE_PATH]
     importlib.invalidate_caches()
@@ -284,6 +287,7 @@ def serve(address: str) -> int:
     os.environ.update(THREAD_SETTINGS)
     _BASE_PATH[:] = sys.path[1:]
     failed = _preload()
+    gc.freeze()  # the preloaded objects stay out of the children's collections: fewer pages copied, less CPU
     safe = _threads() == 1
     if failed or not safe:
         print(f"streamcert fork server: not preloaded {failed}; threads {_threads()}", file=sys.stderr, flush=True)

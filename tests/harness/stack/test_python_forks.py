@@ -31,14 +31,14 @@ _LAUNCH = ("import sys; from streamcert.harness.stack import fork_launcher as la
            "launcher.ROUTED_MODULES += ('probe_module',); launcher.main(sys.argv[1:])")
 
 _PROBE = textwrap.dedent('''\
-    import json, os, sys, time
+    import json, os, signal, sys, time
+    if sys.argv[1] == "sleep":  # before the first line: the test signals once it has read it
+        signal.signal(signal.SIGTERM, lambda *_: (print("got SIGTERM", flush=True), sys.exit(43)))
     print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[1:], "cwd": os.getcwd(),
                       "var": os.environ.get("PROBE_VAR"), "main": __name__, "path": sys.path[1]}), flush=True)
     print("read", sys.stdin.readline().strip(), flush=True)
     print("to stderr", file=sys.stderr, flush=True)
     if sys.argv[1] == "sleep":
-        import signal
-        signal.signal(signal.SIGTERM, lambda *_: (print("got SIGTERM", flush=True), sys.exit(43)))
         time.sleep(60)
     sys.exit(int(sys.argv[1]))
 ''')
