@@ -141,16 +141,25 @@ class _Server:
             conn.close()
             return
         try:
-            if not self.safe:
-                conn.sendall(b"refused threads\n")
-                conn.close()
-                return
-            pid = os.fork()
-            if pid == 0:
-                self._become_child(request, fds, conn)
+            refused = "" if self.safe else "threads"
+            if not refused:
+                try:
+                    pid = os.fork()
+                except OSError as exc:  # out of processes or memory: the launcher starts Python itself
+                    refused = type(exc).__name__
+                else:
+                    if pid == 0:
+                        self._become_child(request, fds, conn)
         finally:
             for fd in fds:
                 os.close(fd)
+        if refused:
+            try:
+                conn.sendall(f"refused {refused}\n".encode())
+            except OSError:
+                pass
+            conn.close()
+            return
         try:
             conn.sendall(f"pid {pid}\n".encode())
         except OSError:  # its launcher died while we forked

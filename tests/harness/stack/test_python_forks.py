@@ -117,6 +117,25 @@ def test_without_a_server_a_routed_module_runs_in_the_launchers_process(probe_pa
     assert _fields(out.splitlines()[0])["pid"] == process.pid
 
 
+def test_a_server_with_a_second_thread_refuses_and_the_launcher_runs_python_itself(probe_path, tmp_path):
+    address = f"@streamcert-test-{os.getpid()}-{time.monotonic_ns()}"
+    threaded = subprocess.Popen([sys.executable, "-c", (
+        "import sys, threading, time; from streamcert.harness.stack import fork_server; "
+        "threading.Thread(target=time.sleep, args=(600,), daemon=True).start(); fork_server.serve(sys.argv[1])"),
+        address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert threaded.stdout.readline() == b"bound\n"
+        process = _launch({fork_launcher.SOCKET_VAR: address, fork_launcher.INTERPRETER_VAR: sys.executable},
+                          probe_path, "5", cwd=tmp_path)
+        out, _ = process.communicate(b"x\n", timeout=60)
+        assert process.returncode == 5
+        assert _fields(out.splitlines()[0])["pid"] == process.pid  # refused: not forked, exec'd in place
+    finally:
+        threaded.kill()
+        said = threaded.communicate(timeout=30)[1]
+    assert b"threads 2" in said  # the server says why it would not fork
+
+
 def test_sigterm_to_the_launcher_reaches_the_child_and_its_exit_code_comes_back(server, probe_path, tmp_path):
     process = _launch(server, probe_path, "sleep", cwd=tmp_path)
     process.stdin.write(b"x\n")
