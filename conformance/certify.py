@@ -41,6 +41,7 @@ from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver_pool import DriverPool
 from streamcert.harness.stack.jvm_start import CERTIFICATION_JIT, default_jit
+from streamcert.harness.stack.python_forks import CERTIFICATION_FORK_SERVER, default_fork_server
 from streamcert.harness.systems import addresses, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
 from streamcert.harness.verify.checkers import CheckResult
@@ -217,18 +218,21 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     started stack (tests); otherwise one is started here with ``provider`` and stopped at the end. ``jobs``: runs at
     once, each job on a stack of its own (:func:`default_jobs`); a given ``environment`` serves one job only.
     Spark's JVMs run the quick JIT unless ``STREAMCERT_JIT`` says otherwise
-    (:data:`~streamcert.harness.stack.jvm_start.CERTIFICATION_JIT`); the mode is in the results' ``versions``.
+    (:data:`~streamcert.harness.stack.jvm_start.CERTIFICATION_JIT`), and the driver's Python processes are forked
+    from a fork server unless ``STREAMCERT_FORK_SERVER`` says otherwise
+    (:data:`~streamcert.harness.stack.python_forks.CERTIFICATION_FORK_SERVER`); both are in the results'
+    ``versions``.
     """
     if jobs < 1:
         raise ConfigurationError(f"--jobs {jobs} runs nothing.", hint="Give --jobs 1 or more.")
-    with default_jit(CERTIFICATION_JIT) as jit:
+    with default_jit(CERTIFICATION_JIT) as jit, default_fork_server(CERTIFICATION_FORK_SERVER) as forks:
         return _certify(certification, Path(out), provider=provider, command=command, on_run=on_run,
-                        environment=environment, jobs=jobs, render=render, jit=jit)
+                        environment=environment, jobs=jobs, render=render, jit=jit, forks=forks)
 
 
 def _certify(certification: Certification, out: Path, *, provider: str, command: str,
              on_run: Callable[[str, PlannedRun, RunResult | None], None] | None, environment: Any, jobs: int,
-             render: Callable[[Path], None] | None, jit: str) -> CertificationResult:
+             render: Callable[[Path], None] | None, jit: str, forks: str) -> CertificationResult:
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     result = CertificationResult(
@@ -239,6 +243,7 @@ def _certify(certification: Certification, out: Path, *, provider: str, command:
         connectors=[c.name for c in certification.connectors.values()], started_at=time.time(),
         declarations={c.name: ConnectorSummary.of(c, ref) for ref, c in certification.connectors.items()})
     result.versions["spark_jit"] = jit
+    result.versions["spark_python_forks"] = forks
     if certification.cluster_requirements():
         result.connectors = [*result.connectors, CLUSTER_SUBJECT]
         result.declarations = {**result.declarations, CLUSTER_SUBJECT: ConnectorSummary(

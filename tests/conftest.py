@@ -11,6 +11,9 @@ import os  # noqa: E402
 # The project's tests check logic, not speed: Spark's JVMs (drivers started by the tests inherit this) use the quick
 # JIT and start about a third faster. Certifications and benchmarks run the full JIT, as users do.
 os.environ.setdefault("STREAMCERT_JIT", "quick")
+# Spark's driver-side Python processes (planning daemons, streaming runners) forked from a preloaded server, as in
+# certifications (harness/stack/python_forks.py); its own tests turn it on and off directly.
+os.environ.setdefault("STREAMCERT_FORK_SERVER", "on")
 # Two test workers keep both cores busy: a certification's warm standby drivers would only compete with the other
 # worker's test (measured: the suite took 27.2 min with them, 24.4 without). Their own tests ask for them directly.
 os.environ.setdefault("STREAMCERT_STANDBY", "off")

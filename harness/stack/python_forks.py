@@ -11,19 +11,22 @@ an executable script whose first line runs this interpreter with ``-I -S``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
 import select
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.stack import fork_launcher
 from streamcert.harness.stack.cache import cache_dir
 
-__all__ = ["SWITCH_VAR", "fork_server_default", "launcher_path", "ForkServer"]
+__all__ = ["SWITCH_VAR", "CERTIFICATION_FORK_SERVER", "fork_server_mode", "fork_server_default", "default_fork_server",
+           "launcher_path", "ForkServer"]
 
 #: ``on`` or ``off``: whether Spark sessions start a fork server when their SparkConfig does not say.
 SWITCH_VAR = "STREAMCERT_FORK_SERVER"
@@ -32,14 +35,39 @@ _STOP_TIMEOUT_S = 5.0
 _BIND_TIMEOUT_S = 30.0
 
 
-def fork_server_default() -> bool:
-    """``STREAMCERT_FORK_SERVER``'s answer (off when unset); a value other than on or off is refused."""
-    value = os.environ.get(SWITCH_VAR, "off").strip().lower()
+#: Whether a certification's Spark sessions have a fork server when ``STREAMCERT_FORK_SERVER`` does not say.
+CERTIFICATION_FORK_SERVER = "on"
+
+
+def fork_server_mode(default: str = "off") -> str:
+    """``on`` or ``off``: what ``STREAMCERT_FORK_SERVER`` says, or ``default`` when it is unset; a value other than
+    on or off is a :class:`ConfigurationError` (raised before anything starts)."""
+    value = (os.environ.get(SWITCH_VAR) or default).strip().lower()
     if value not in _SWITCH_VALUES:
-        raise ConfigurationError(f"{SWITCH_VAR}={os.environ[SWITCH_VAR]!r} is neither on nor off.",
+        raise ConfigurationError(f"{SWITCH_VAR}={os.environ.get(SWITCH_VAR)!r} is neither on nor off.",
                                  hint=f"Set {SWITCH_VAR}=on to fork Spark's driver-side Python processes from a "
-                                      "preloaded server, off (or unset) to start each one fresh.")
-    return value == "on"
+                                      "preloaded server, off to start each one fresh, or unset it.")
+    return value
+
+
+def fork_server_default() -> bool:
+    """Whether a SparkConfig that does not say has a fork server: ``STREAMCERT_FORK_SERVER``, off when unset."""
+    return fork_server_mode() == "on"
+
+
+@contextlib.contextmanager
+def default_fork_server(mode: str) -> Iterator[str]:
+    """``STREAMCERT_FORK_SERVER=mode`` for the sessions and processes started inside (driver children, standbys
+    and a driver pool inherit it) unless the variable is set already; yields the mode in effect."""
+    effective = fork_server_mode(mode)
+    if os.environ.get(SWITCH_VAR):
+        yield effective
+        return
+    os.environ[SWITCH_VAR] = effective
+    try:
+        yield effective
+    finally:
+        os.environ.pop(SWITCH_VAR, None)
 
 
 def launcher_path(interpreter: str | None = None) -> Path:

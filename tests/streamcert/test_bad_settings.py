@@ -226,3 +226,10 @@ def test_an_unknown_jit_mode_is_refused_before_a_certification_starts(tmp_path):
                                   str(tmp_path / "cert"), STREAMCERT_JIT="turbo")
     _assert_clear_error(result, seconds, "STREAMCERT_JIT=turbo", "quick, full")
     assert not (tmp_path / "cert" / "results.json").exists()
+
+
+def test_a_fork_server_switch_that_is_neither_on_nor_off_is_refused_before_a_certification_starts(tmp_path):
+    result, seconds = _streamcert("certify", "--connector", "streamcert-kafka", "--quick", "--out",
+                                  str(tmp_path / "cert"), STREAMCERT_FORK_SERVER="sometimes")
+    _assert_clear_error(result, seconds, "STREAMCERT_FORK_SERVER='sometimes'", "neither on nor off")
+    assert not (tmp_path / "cert" / "results.json").exists()

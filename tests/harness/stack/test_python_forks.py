@@ -287,3 +287,17 @@ def test_a_driver_with_the_fork_server_forks_its_planning_and_streaming_processe
         assert processes_with_token(token, DRIVER_TOKEN_VAR) == []
     table = read_committed_table(tmp_path / "out")
     assert sorted(table.column("value").to_pylist()) == list(range(rows))
+
+
+def test_a_certification_turns_the_fork_server_on_unless_the_variable_says(monkeypatch):
+    from streamcert.harness.stack.python_forks import CERTIFICATION_FORK_SERVER, default_fork_server
+    from streamcert.harness.stack.spark import SparkConfig
+
+    monkeypatch.delenv(SWITCH_VAR, raising=False)
+    with default_fork_server(CERTIFICATION_FORK_SERVER) as mode:
+        assert mode == "on" and os.environ[SWITCH_VAR] == "on" and SparkConfig().fork_server is True
+    assert SWITCH_VAR not in os.environ and SparkConfig().fork_server is False
+    monkeypatch.setenv(SWITCH_VAR, "off")
+    with default_fork_server(CERTIFICATION_FORK_SERVER) as mode:
+        assert mode == "off" and SparkConfig().fork_server is False
+    assert os.environ[SWITCH_VAR] == "off"
