@@ -6,7 +6,7 @@ driver JVM (the imports run while the JVM starts), points ``PYSPARK_PYTHON`` at 
 it. Whether it is on by default comes from ``STREAMCERT_FORK_SERVER`` (``on`` or ``off``).
 
 The launcher (:mod:`~streamcert.harness.stack.fork_launcher`) is written once per interpreter into the cache, as
-an executable script whose first line runs this interpreter with ``-I -S``.
+an executable script whose first line runs this interpreter with ``-I -S`` (:func:`launcher_path`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import hashlib
 import os
 import secrets
 import select
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,8 @@ SWITCH_VAR = "STREAMCERT_FORK_SERVER"
 _SWITCH_VALUES = ("on", "off")
 _STOP_TIMEOUT_S = 5.0
 _BIND_TIMEOUT_S = 30.0
+#: The longest interpreter path a launcher names on its first line (the kernel reads 255 bytes of it).
+_FIRST_LINE_LIMIT = 200
 
 
 #: Whether a certification's Spark sessions have a fork server when ``STREAMCERT_FORK_SERVER`` does not say.
@@ -71,17 +74,28 @@ def default_fork_server(mode: str) -> Iterator[str]:
 
 
 def launcher_path(interpreter: str | None = None) -> Path:
-    """The executable launcher for ``interpreter`` (this one by default), written into the cache if missing."""
+    """The executable launcher for ``interpreter`` (this one by default), written into the cache if missing.
+
+    Its first line runs the interpreter itself, unless the interpreter's path is one a first line cannot hold (Linux
+    splits it at the first blank and reads at most 255 bytes of it): then a ``/bin/sh`` script execs the
+    interpreter on a copy of the launcher's source."""
     interpreter = interpreter or sys.executable
     source = Path(fork_launcher.__file__).read_text(encoding="utf-8")
-    text = f"#!{interpreter} -IS\n{source}"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = cache_dir() / "fork-launcher" / f"python-{digest}"
+    folder = cache_dir() / "fork-launcher"
+    if len(interpreter) <= _FIRST_LINE_LIMIT and not any(char.isspace() for char in interpreter):
+        return _written_once(folder, f"#!{interpreter} -IS\n{source}", executable=True)
+    script = _written_once(folder, source, suffix=".py")
+    return _written_once(folder, f'#!/bin/sh\nexec {shlex.quote(interpreter)} -IS {shlex.quote(str(script))} "$@"\n',
+                         executable=True)
+
+
+def _written_once(folder: Path, text: str, suffix: str = "", executable: bool = False) -> Path:
+    path = folder / f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}{suffix}"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         staged = path.with_name(f".{path.name}.{os.getpid()}")
         staged.write_text(text, encoding="utf-8")
-        staged.chmod(0o755)
+        staged.chmod(0o755 if executable else 0o644)
         os.replace(staged, path)  # atomic: a launcher is never seen half-written by a concurrent run
     return path
 

@@ -210,6 +210,19 @@ def test_the_launcher_file_runs_this_interpreter_isolated_and_is_written_once(tm
     assert out.strip() == b"0"  # exec'd: the real interpreter, not the launcher's isolated one
 
 
+def test_an_interpreter_path_a_first_line_cannot_hold_gets_a_shell_launcher(tmp_path, monkeypatch):
+    monkeypatch.setenv("STREAMCERT_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "a folder with blanks"
+    folder.mkdir()
+    interpreter = folder / "python"
+    interpreter.symlink_to(sys.executable)
+    path = launcher_path(str(interpreter))
+    assert path.read_text().splitlines()[0] == "#!/bin/sh"
+    out = subprocess.run([str(path), "-c", "print(6 * 7)"], capture_output=True, timeout=60, check=True,
+                         env={k: v for k, v in os.environ.items() if k not in ForkServer.VARIABLES}).stdout
+    assert out.strip() == b"42"  # the shell ran the launcher, which exec'd the interpreter with the arguments
+
+
 def test_stop_is_idempotent_and_safe_without_start():
     server = ForkServer()
     server.stop()
