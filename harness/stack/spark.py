@@ -170,8 +170,9 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     ensure_class_archive()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    for name in ForkServer.VARIABLES:  # a previous session's server is gone
-        os.environ.pop(name, None)
+    if _FORK_SERVER is None:  # a previous session's server is gone
+        for name in ForkServer.VARIABLES:
+            os.environ.pop(name, None)
     log4j = _quiet_log4j2()
     java_opts = " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{log4j}", start_up_options(config.jit),
                                        config.java_options]))
@@ -218,7 +219,8 @@ def _start_fork_server() -> None:
     """Start the session's fork server (carrying the run token, as the JVM does) and point Spark's Python at it:
     the JVM inherits ``PYSPARK_PYTHON`` and the server's variables."""
     global _FORK_SERVER
-    _FORK_SERVER = ForkServer().start()
+    if _FORK_SERVER is None:  # a second call while the session runs (getOrCreate) keeps the first server
+        _FORK_SERVER = ForkServer().start()
     os.environ["PYSPARK_PYTHON"] = _FORK_SERVER.python()
     os.environ.update(_FORK_SERVER.environment())
 
