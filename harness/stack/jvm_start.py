@@ -43,6 +43,7 @@ from pathlib import Path
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.cache import cache_dir, cache_lock
+from streamcert.harness.stack.settings import variable_default
 
 __all__ = ["ARCHIVE_SWITCH_VAR", "CERTIFICATION_JIT", "JIT_MODES", "JIT_VAR", "class_archive_path",
            "class_archive_state", "default_jit", "ensure_class_archive", "jit_mode", "start_up_options"]
@@ -120,15 +121,8 @@ def jit_mode(default: str = "full") -> str:
 def default_jit(mode: str) -> Iterator[str]:
     """``STREAMCERT_JIT=mode`` for the JVMs and processes started inside (driver children, their standbys and a
     driver pool inherit it) unless the variable is set already; yields the mode in effect."""
-    effective = jit_mode(mode)
-    if os.environ.get(JIT_VAR):
+    with variable_default(JIT_VAR, jit_mode(mode)) as effective:
         yield effective
-        return
-    os.environ[JIT_VAR] = effective
-    try:
-        yield effective
-    finally:
-        os.environ.pop(JIT_VAR, None)
 
 
 def start_up_options(jit: str = "full") -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from streamcert.harness.errors import ConfigurationError, StartupFailed
 from streamcert.harness.stack import fork_launcher
 from streamcert.harness.stack.cache import cache_dir
+from streamcert.harness.stack.settings import variable_default
 
 __all__ = ["SWITCH_VAR", "CERTIFICATION_FORK_SERVER", "fork_server_mode", "fork_server_default", "default_fork_server",
            "launcher_path", "ForkServer"]
@@ -62,15 +63,8 @@ def fork_server_default() -> bool:
 def default_fork_server(mode: str) -> Iterator[str]:
     """``STREAMCERT_FORK_SERVER=mode`` for the sessions and processes started inside (driver children, standbys
     and a driver pool inherit it) unless the variable is set already; yields the mode in effect."""
-    effective = fork_server_mode(mode)
-    if os.environ.get(SWITCH_VAR):
+    with variable_default(SWITCH_VAR, fork_server_mode(mode)) as effective:
         yield effective
-        return
-    os.environ[SWITCH_VAR] = effective
-    try:
-        yield effective
-    finally:
-        os.environ.pop(SWITCH_VAR, None)
 
 
 def launcher_path(interpreter: str | None = None) -> Path:

@@ -9,15 +9,17 @@ right or wrong on sight; :func:`refused_address` adds the one network question t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from streamcert.harness.errors import ConfigurationError
 
-__all__ = ["host_port", "bootstrap_servers", "postgres_conninfo", "toxiproxy_address", "writable_folder",
-           "folder_with", "executable", "refused_address"]
+__all__ = ["variable_default", "host_port", "bootstrap_servers", "postgres_conninfo", "toxiproxy_address",
+           "writable_folder", "folder_with", "executable", "refused_address"]
 
 
 def host_port(variable: str, value: str, example: str = "127.0.0.1:9092") -> tuple[str, int]:
@@ -140,3 +142,17 @@ def refused_address(host: str, port: int, timeout: float = 2.0) -> str | None:
         return f"the host name does not resolve ({exc.strerror or exc})"
     except OSError:
         return None
+
+
+@contextlib.contextmanager
+def variable_default(name: str, value: str) -> Iterator[str]:
+    """``name=value`` in this process's environment (so the processes started inside inherit it) unless ``name`` is
+    set already; yields ``value``, and removes only what it set."""
+    if os.environ.get(name):
+        yield value
+        return
+    os.environ[name] = value
+    try:
+        yield value
+    finally:
+        os.environ.pop(name, None)
