@@ -25,6 +25,8 @@ Spark 4.1 tells a Python source neither a batch's start nor its trigger: pass ``
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -310,52 +312,86 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: _Range) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: read exactly ``[from, until)`` of each assigned partition."""
-        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+        with _kept_reader(self.options) as consumer:
+            yield from self._read_with(consumer, partition)
 
-        from .kafka_client import LIBRDKAFKA_LOGGER, take
+    def _read_with(self, consumer, partition: _Range) -> Iterator[pa.RecordBatch]:
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        consumer = Consumer({
-            "bootstrap.servers": self.options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
-            "group.id": "streamcert-kafka-reader", "enable.auto.commit": False, "enable.partition.eof": True,
-            "isolation.level": self.options.isolation_level, "auto.offset.reset": "earliest",
-            **self.options.kafka_conf,
-        })
+        from .kafka_client import take
+
+        begin = {(t, p): b for t, p, b, _u in partition.parts}
         until = {(t, p): u for t, p, _b, u in partition.parts}
         pending = set(until)
         consumer.assign([TopicPartition(t, p, b) for t, p, b, _u in partition.parts])
         rows = _Columns()
         deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
-        try:
-            while pending:
-                messages = take(consumer, _CHUNK, 0.05)
-                progressed = False
-                for msg in messages:
-                    error = msg.error()
-                    tp = (msg.topic(), msg.partition())
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            if tp in pending and msg.offset() >= until[tp]:
-                                pending.discard(tp)
-                            continue
-                        raise KafkaException(error)
-                    if tp not in pending or msg.offset() >= until[tp]:
+        while pending:
+            messages = take(consumer, _CHUNK, 0.05)
+            progressed = False
+            for msg in messages:
+                error = msg.error()
+                tp = (msg.topic(), msg.partition())
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if tp in pending and msg.offset() >= until[tp]:
+                            pending.discard(tp)
                         continue
-                    rows.add(msg)
-                    progressed = True
-                    if msg.offset() + 1 >= until[tp]:
-                        pending.discard(tp)
-                pending -= _reached(consumer, pending, until)
-                if len(rows) >= _CHUNK:
-                    yield rows.batch()
-                if progressed:
-                    deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
-                elif pending and time.monotonic() > deadline:
-                    raise TimeoutError(f"streamcert-kafka: no progress reading {sorted(pending)} towards "
-                                       f"{ {tp: until[tp] for tp in pending} } within pollTimeoutMs")
-            if len(rows):
+                    raise KafkaException(error)
+                # a kept consumer's earlier assignment cannot leak in: anything outside the range is skipped
+                if tp not in pending or not begin[tp] <= msg.offset() < until[tp]:
+                    continue
+                rows.add(msg)
+                progressed = True
+                if msg.offset() + 1 >= until[tp]:
+                    pending.discard(tp)
+            pending -= _reached(consumer, pending, until)
+            if len(rows) >= _CHUNK:
                 yield rows.batch()
-        finally:
-            consumer.close()
+            if progressed:
+                deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+            elif pending and time.monotonic() > deadline:
+                raise TimeoutError(f"streamcert-kafka: no progress reading {sorted(pending)} towards "
+                                   f"{ {tp: until[tp] for tp in pending} } within pollTimeoutMs")
+        if len(rows):
+            yield rows.batch()
+
+
+# One reader consumer per Python worker process and client settings, kept from task to task: Spark reuses its Python
+# workers, and a consumer made per task paid its connections, metadata and partition leaders before every read.
+_readers: dict[tuple, Any] = {}
+_readers_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _kept_reader(options: SourceOptions) -> Iterator[Any]:
+    """This process's reader consumer for ``options``' cluster and settings (made on first use), taken out of the
+    pool while a task reads with it. It goes back unassigned (an idle consumer must not go on fetching); one whose
+    task raised or was closed early is closed, and the next task makes a new one."""
+    from confluent_kafka import Consumer
+
+    from .kafka_client import LIBRDKAFKA_LOGGER
+
+    key = (options.bootstrap_servers, options.isolation_level, tuple(sorted(
+        (k, str(v)) for k, v in options.kafka_conf.items())))
+    with _readers_lock:
+        consumer = _readers.pop(key, None)
+    if consumer is None:
+        consumer = Consumer({
+            "bootstrap.servers": options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
+            "group.id": "streamcert-kafka-reader", "enable.auto.commit": False, "enable.partition.eof": True,
+            "isolation.level": options.isolation_level, "auto.offset.reset": "earliest", **options.kafka_conf,
+        })
+    try:
+        yield consumer
+        consumer.unassign()
+    except BaseException:
+        consumer.close()
+        raise
+    with _readers_lock:
+        idle = _readers.setdefault(key, consumer)
+    if idle is not consumer:
+        consumer.close()
 
 
 def _reached(consumer, pending: set[tuple[str, int]], until: dict[tuple[str, int], int]) -> set[tuple[str, int]]:

@@ -27,6 +27,7 @@ from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 from streamcert.harness.stack.python_forks import ForkServer, fork_server_default
+from streamcert.harness.stack.spark_checkpoints import CHECKPOINT_MANAGER_KEY, checkpoint_file_manager
 
 __all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "pyspark_version", "validate_master", "runs_in_driver",
            "refuse_unreachable_master", "spark_session", "stop_spark", "SparkResource"]
@@ -190,6 +191,9 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )
+    manager = checkpoint_file_manager()
+    if manager is not None:
+        builder = builder.config(CHECKPOINT_MANAGER_KEY, manager)
     if config.packages:
         builder = builder.config("spark.jars.packages", ",".join(config.packages))
         builder = builder.config("spark.jars.ivy", str(cache_dir() / "ivy"))
