@@ -168,3 +168,41 @@ def test_the_trigger_option_takes_only_spark_s_two_names():
 
     with pytest.raises(ConfigurationError, match="trigger"):
         parse_source_options({"kafka.bootstrap.servers": "b:1", "subscribe": "t", "trigger": "once"})
+
+
+def test_a_worker_s_reads_share_one_consumer_and_each_read_gets_exactly_its_range(stack):
+    """Reads in one Python worker reuse its kept consumer: a range read after a later one (a replayed batch), and
+    a read after one that stopped early, return exactly their own offsets; a read that raised leaves nothing kept."""
+    import streamcert.connectors.kafka_source as source
+    from streamcert.connectors.kafka_options import parse_source_options
+
+    bootstrap = stack.endpoints.bootstrap_servers
+    a, b = (f"kept-{name}-{uuid.uuid4().hex[:8]}" for name in "ab")
+    for topic in (a, b):
+        create_topic(bootstrap, topic, partitions=1)
+        produce(bootstrap, topic, [(None, b"%d" % i) for i in range(200)], conf={"enable.idempotence": False})
+
+    def reader(**options):
+        return source.KafkaStreamReader(parse_source_options({"kafka.bootstrap.servers": bootstrap,
+                                                              "subscribe": f"{a},{b}", **options}))
+
+    def offsets(parts):
+        return sorted((row["topic"], row["offset"]) for batch in reader().read(source._Range(0, parts))
+                      for row in batch.to_pylist())
+
+    source._readers.clear()
+    assert offsets([(a, 0, 100, 150), (b, 0, 100, 150)]) == [(t, o) for t in (a, b) for o in range(100, 150)]
+    kept = list(source._readers.values())
+    assert len(kept) == 1
+    assert offsets([(a, 0, 10, 20)]) == [(a, o) for o in range(10, 20)]  # earlier than the last read: a replay
+    assert list(source._readers.values()) == kept  # the same consumer, back in the pool
+    early = reader().read(source._Range(0, [(b, 0, 0, 200)]))
+    next(early)
+    early.close()  # the task stopped reading (a cancelled task): that consumer is closed, not kept
+    assert source._readers == {}
+    assert offsets([(b, 0, 190, 200)]) == [(b, o) for o in range(190, 200)]
+    with pytest.raises(TimeoutError):  # past the log end: no progress within pollTimeoutMs
+        list(reader(pollTimeoutMs="1000").read(source._Range(0, [(a, 0, 0, 10_000)])))
+    assert source._readers == {}  # the consumer of the read that raised was closed, not kept
+    assert offsets([(a, 0, 0, 5)]) == [(a, o) for o in range(5)]  # the next read makes another
+    assert len(source._readers) == 1
