@@ -548,46 +548,76 @@ def _scan_decision_log(consumer: Consumer, tp: TopicPartition, start: int, end: 
 def _copy_range(consumer: Consumer, producer: Producer, options: SinkOptions, staged: StagedRange,
                 deadline: float) -> int:
     """Copy one staged range's rows to the output topic inside the producer's open transaction."""
-    if staged.records == 0:
-        return 0
-    dense = staged.last_offset - staged.first_offset + 1 == staged.records  # nobody else wrote inside the range
-    marker = staged.txn_id.encode()
-    consumer.assign([TopicPartition(options.staging_topic, staged.partition, staged.first_offset)])
-    records = rows = 0
-    for msg in _staged_records(consumer, staged, deadline):
-        if dense or _header(msg) == marker:
-            keys, values = decode_block(msg.value())
-            _produce_rows(producer, options.topic, keys, values)
-            records, rows = records + 1, rows + len(values)
-    if (records, rows) != (staged.records, staged.rows):
-        raise RuntimeError(f"{SINK_NAME}: staged range {staged.to_dict()} holds {records} committed records with "
-                           f"{rows} rows of its transaction, expected {staged.records} with {staged.rows}: staged "
-                           "rows are lost; refusing to commit.")
+    return _copy_ranges(consumer, producer, options, [staged], deadline)
+
+
+def _copy_ranges(consumer: Consumer, producer: Producer, options: SinkOptions, staged: Iterable[StagedRange],
+                 deadline: float) -> int:
+    """Copy the staged ranges' rows to the output topic inside the producer's open transaction. The first range of
+    every staging partition is read at once (one assignment, fetched together), then the next of each: a range a
+    round trip cost every batch as many fetches one after the other as it had tasks."""
+    queues: dict[int, list[StagedRange]] = {}
+    for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)):
+        if rng.records:
+            queues.setdefault(rng.partition, []).append(rng)
+    rows = 0
+    while queues:
+        wave = {partition: queue.pop(0) for partition, queue in queues.items()}
+        queues = {partition: queue for partition, queue in queues.items() if queue}
+        rows += _copy_wave(consumer, producer, options, wave, deadline)
     return rows
 
 
-def _staged_records(consumer: Consumer, staged: StagedRange, deadline: float) -> Iterator[Any]:
-    """The committed staging records from the consumer's position up to the range's last offset."""
-    last, seen = staged.last_offset, None
-    while True:
+def _copy_wave(consumer: Consumer, producer: Producer, options: SinkOptions, wave: dict[int, StagedRange],
+               deadline: float) -> int:
+    """Copy one range per staging partition (``wave``), reading them together; each range must hold exactly the
+    records and rows its message names."""
+    consumer.assign([TopicPartition(options.staging_topic, partition, rng.first_offset)
+                     for partition, rng in wave.items()])
+    markers = {partition: rng.txn_id.encode() for partition, rng in wave.items()}
+    # dense: nobody else wrote inside the range, so every record in it is the try's
+    dense = {partition: rng.last_offset - rng.first_offset + 1 == rng.records for partition, rng in wave.items()}
+    copied = {partition: [0, 0] for partition in wave}
+    seen: dict[int, int | None] = dict.fromkeys(wave)
+    pending = set(wave)
+    while pending:
         if time.monotonic() >= deadline:
+            late = {wave[p].txn_id: seen[p] for p in sorted(pending)}
             raise RuntimeError(
-                f"{SINK_NAME}: staged records {staged.to_dict()} could not be read within copyTimeoutMs (last "
-                f"offset read: {seen}). They are committed, so the broker is unreachable or the staging topic's "
-                "retention removed them.")
+                f"{SINK_NAME}: staged records of {len(pending)} range(s) could not be read within copyTimeoutMs "
+                f"(last offset read per try: {late}). They are committed, so the broker is unreachable or the "
+                "staging topic's retention removed them.")
         for msg in take(consumer, 1000, 0.05):
+            partition = msg.partition()
+            if partition not in pending:
+                continue
+            rng = wave[partition]
             if msg.error() is not None:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(msg.error())
-                if msg.offset() > last:
-                    return
+                if msg.offset() > rng.last_offset:
+                    pending.discard(partition)
                 continue
-            if msg.offset() > last:
-                return
-            seen = msg.offset()
-            yield msg
-            if msg.offset() == last:
-                return
+            if msg.offset() < rng.first_offset:
+                continue
+            if msg.offset() > rng.last_offset:
+                pending.discard(partition)
+                continue
+            seen[partition] = msg.offset()
+            if dense[partition] or _header(msg) == markers[partition]:
+                keys, values = decode_block(msg.value())
+                _produce_rows(producer, options.topic, keys, values)
+                copied[partition][0] += 1
+                copied[partition][1] += len(values)
+            if msg.offset() == rng.last_offset:
+                pending.discard(partition)
+    for partition, rng in wave.items():
+        records, rows = copied[partition]
+        if (records, rows) != (rng.records, rng.rows):
+            raise RuntimeError(f"{SINK_NAME}: staged range {rng.to_dict()} holds {records} committed records with "
+                               f"{rows} rows of its transaction, expected {rng.records} with {rng.rows}: staged "
+                               "rows are lost; refusing to commit.")
+    return sum(rows for _records, rows in copied.values())
 
 
 def _produce_rows(producer: Producer, topic: str, keys: list, values: list) -> None:
@@ -627,8 +657,7 @@ def commit_batch(options: SinkOptions, batch_id: int, staged: list[StagedRange])
         copier = producer
         reached(f"{FAULT_POINTS}.before-copy")
         with _kept_consumer(options, _staging_reader) as consumer:
-            rows = sum(_copy_range(consumer, producer, options, rng, deadline)
-                       for rng in sorted(staged, key=lambda r: (r.partition, r.first_offset)))
+            rows = _copy_ranges(consumer, producer, options, staged, deadline)
         record = {"sink": options.sink_id, "batch": batch_id, "rows": rows, "ranges": len(staged),
                   "committed_at": time.time()}
         _produce_all(producer, options.decision_log_topic, 0, [(options.sink_id.encode(), json.dumps(record).encode())],

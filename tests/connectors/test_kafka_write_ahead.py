@@ -71,6 +71,21 @@ def test_staging_partitions_shared_by_several_tasks_are_separated_by_transaction
     assert _output(options) == _values(list(range(200, 220)) + list(range(0, 20)))
 
 
+def test_ranges_on_several_staging_partitions_are_read_together_each_exactly_once_in_its_order(options):
+    """The copy reads the first range of every staging partition at once, then the next: two ranges on each of the
+    two staging partitions, another try's records between them, each copied once, every key's rows in order."""
+    ranges = [_stage(options, 4, p, range(p * 100, p * 100 + 25)) for p in (0, 1, 2, 3)]  # 0, 2 and 1, 3 share
+    _stage(options, 4, 0, range(900, 910), attempt=1)  # between the two ranges of staging partition 0: not named
+    later = _stage(options, 4, 4, range(400, 425))  # a third range on staging partition 0, after the other try
+    assert sorted(r.partition for r in ranges + [later]) == [0, 0, 0, 1, 1]
+    assert wa.commit_batch(options, 4, ranges + [later])["rows"] == 125
+    assert _output(options) == _values([i for p in (0, 1, 2, 3, 4) for i in range(p * 100, p * 100 + 25)])
+    by_key_and_range: dict[tuple[bytes, int], list[int]] = {}
+    for _p, _o, key, value in read_topic(options.bootstrap_servers, options.topic):
+        by_key_and_range.setdefault((key, int(value[1:]) // 100), []).append(int(value[1:]))
+    assert all(ids == sorted(ids) for ids in by_key_and_range.values())  # a range's rows keep their order per key
+
+
 def test_records_of_other_attempts_inside_a_staged_range_are_not_copied(options):
     # two attempts whose transactions were open at the same time interleave in one staging partition
     ours, theirs = (TxnId.new(options.sink_id, 2, 0, attempt) for attempt in (0, 1))
