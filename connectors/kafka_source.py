@@ -6,7 +6,8 @@ Where each part runs (PySpark's Python data source API):
   ``partitions``, ``commit`` run on the driver, in the Python process Spark keeps
   for this source. They ask the broker for its durable state (log start and end
   offsets; the last stable offset under read_committed) and never count in memory.
-- ``read`` runs on executors, once per reader task, on a pickled copy of the reader.
+- ``read`` runs on executors, once per reader task, on a pickled copy of the reader, with a consumer the Python
+  worker keeps from task to task (a consumer made per task paid connections, metadata and leaders every batch).
 
 Offsets are ``{topic: {partition: next_offset}}`` in Spark's checkpoint (``offsets/N``),
 so a restart at any parallelism sees every partition's position. Reader tasks get

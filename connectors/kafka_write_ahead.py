@@ -36,6 +36,7 @@ Kafka transaction for the driver to commit. The same protocol is realised in two
 
 Where a commit's time goes (a batch of two staged ranges of 60 rows, :func:`stage_rows` and :func:`commit_batch` in
 a loop on the local broker, median of 19 batches): 62 ms, of which the copy 22 ms and the transaction's commit 3 ms.
+The copy reads the first range of every staging partition together (one assignment), then the next of each.
 Reads take what the client has queued after their first message (:func:`~streamcert.connectors.kafka_client.take`):
 a ``consume(1000, timeout)`` that found fewer held them for the whole timeout, 50 ms a range (120 ms a batch
 before). The decision log and the staging topic have a reader each: one consumer switched between them fetched
