@@ -12,6 +12,7 @@ every task, and :class:`TaskException` arms that point to fail; exactly one task
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +263,15 @@ def busy_workers(driver: Any) -> list[int]:
     return [pid for pid in python_task_workers(driver) if not is_idle(pid)]
 
 
+def _still_busy(driver: Any, busy: list[int], pause_s: float = 0.02) -> int:
+    """A worker of ``busy`` that a second look a moment later still finds busy (else the first of them). A worker
+    that has just sent its task's last result is briefly on the CPU before it waits for the next task, and killing
+    it then fails no attempt: one seen busy twice is inside a task."""
+    time.sleep(pause_s)
+    again = set(busy_workers(driver))
+    return next((pid for pid in busy if pid in again), busy[0])
+
+
 def busy_workers_by_executor(driver: Any) -> dict[str, list[int]]:
     """Executor id -> its Python workers running a task (``local-cluster``; empty in local mode)."""
     carriers = _carriers(driver)
@@ -333,7 +343,7 @@ class PythonWorkerKill(Fault):
                             "The query may run no Python code in its tasks, or be idle between batches; strike "
                             "while a batch runs (a slower source, e.g. CountingSource's readDelayMs, widens the "
                             "window).", self.wait_s)
-        victim = busy[0]
+        victim = _still_busy(driver, busy)
         daemon = _parent(victim)
         killed = sigkill(victim)
         return {"pid": victim, "daemon_pid": daemon, "killed": killed, "busy_workers": busy}

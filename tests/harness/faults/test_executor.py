@@ -302,3 +302,12 @@ def test_a_worker_s_jvm_socket_is_looked_up_once_per_process_not_once_per_pid(mo
     assert [module._jvm_socket_fd(5) for _ in range(3)] == [4, 4, 4] and lookups == [5]
     started[0] = 200.0
     assert module._jvm_socket_fd(5) == 4 and lookups == [5, 5]
+
+
+def test_a_python_worker_kill_takes_a_worker_that_a_second_look_still_finds_busy(monkeypatch):
+    """A worker that has just sent its last result is briefly not waiting on its JVM socket: the kill prefers one
+    found busy twice, and falls back to the first one seen when none is."""
+    looks = iter([[20, 30], []])
+    monkeypatch.setattr(executor, "busy_workers", lambda driver: next(looks))
+    assert executor._still_busy(None, [10, 20, 30], pause_s=0) == 20
+    assert executor._still_busy(None, [10, 20], pause_s=0) == 10
