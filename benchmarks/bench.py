@@ -501,13 +501,16 @@ def run_bench(settings: BenchSettings, cases: list[BenchCase], out: Path, env: A
     are a layer above this one). Returns the results."""
     from streamcert.conformance.results import versions
     from streamcert.harness.stack.machine import machine_info
+    from streamcert.harness.stack.spark_checkpoints import checkpoint_manager_mode
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     progress = _Progress(on_step)
     results: dict[str, Any] = {
         "schema_version": BENCH_SCHEMA_VERSION, "benchmark": "streamcert bench", "kind": "bench", "command": command,
-        "settings": settings.as_dict(), "provider": provider, "versions": versions(), "machine": machine_info(),
+        "settings": settings.as_dict(), "provider": provider, "machine": machine_info(),
+        # as a user's query on a default pyspark: Spark's checkpoint manager unless STREAMCERT_CHECKPOINT_MANAGER says
+        "versions": {**versions(), "spark_checkpoint_manager": checkpoint_manager_mode()},
         "complete": False, "started_at": time.time(), "raw_ceiling": {"runs": []},
         "cases": {case.name: {"case": case.as_dict(), "runs": []} for case in cases}, "comparisons": {},
         "rate_search": {}}

@@ -42,6 +42,7 @@ from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver_pool import DriverPool
 from streamcert.harness.stack.jvm_start import CERTIFICATION_JIT, default_jit
 from streamcert.harness.stack.python_forks import CERTIFICATION_FORK_SERVER, default_fork_server
+from streamcert.harness.stack.spark_checkpoints import CERTIFICATION_CHECKPOINT_MANAGER, default_checkpoint_manager
 from streamcert.harness.systems import addresses, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
 from streamcert.harness.verify.checkers import CheckResult
@@ -220,19 +221,22 @@ def certify(certification: Certification, out: Path, *, provider: str = "auto", 
     Spark's JVMs run the quick JIT unless ``STREAMCERT_JIT`` says otherwise
     (:data:`~streamcert.harness.stack.jvm_start.CERTIFICATION_JIT`), and the driver's Python processes are forked
     from a fork server unless ``STREAMCERT_FORK_SERVER`` says otherwise
-    (:data:`~streamcert.harness.stack.python_forks.CERTIFICATION_FORK_SERVER`); both are in the results'
-    ``versions``.
+    (:data:`~streamcert.harness.stack.python_forks.CERTIFICATION_FORK_SERVER`), and checkpoint logs are written
+    without forked processes unless ``STREAMCERT_CHECKPOINT_MANAGER`` says otherwise
+    (:mod:`~streamcert.harness.stack.spark_checkpoints`); all three are in the results' ``versions``.
     """
     if jobs < 1:
         raise ConfigurationError(f"--jobs {jobs} runs nothing.", hint="Give --jobs 1 or more.")
-    with default_jit(CERTIFICATION_JIT) as jit, default_fork_server(CERTIFICATION_FORK_SERVER) as forks:
+    with default_jit(CERTIFICATION_JIT) as jit, default_fork_server(CERTIFICATION_FORK_SERVER) as forks, \
+            default_checkpoint_manager(CERTIFICATION_CHECKPOINT_MANAGER) as checkpoints:
         return _certify(certification, Path(out), provider=provider, command=command, on_run=on_run,
-                        environment=environment, jobs=jobs, render=render, jit=jit, forks=forks)
+                        environment=environment, jobs=jobs, render=render, jit=jit, forks=forks,
+                        checkpoints=checkpoints)
 
 
 def _certify(certification: Certification, out: Path, *, provider: str, command: str,
              on_run: Callable[[str, PlannedRun, RunResult | None], None] | None, environment: Any, jobs: int,
-             render: Callable[[Path], None] | None, jit: str, forks: str) -> CertificationResult:
+             render: Callable[[Path], None] | None, jit: str, forks: str, checkpoints: str) -> CertificationResult:
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     result = CertificationResult(
@@ -244,6 +248,7 @@ def _certify(certification: Certification, out: Path, *, provider: str, command:
         declarations={c.name: ConnectorSummary.of(c, ref) for ref, c in certification.connectors.items()})
     result.versions["spark_jit"] = jit
     result.versions["spark_python_forks"] = forks
+    result.versions["spark_checkpoint_manager"] = checkpoints
     if certification.cluster_requirements():
         result.connectors = [*result.connectors, CLUSTER_SUBJECT]
         result.declarations = {**result.declarations, CLUSTER_SUBJECT: ConnectorSummary(

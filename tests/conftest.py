@@ -14,6 +14,9 @@ os.environ.setdefault("STREAMCERT_JIT", "quick")
 # Spark's driver-side Python processes (planning daemons, streaming runners) forked from a preloaded server, as in
 # certifications (harness/stack/python_forks.py); its own tests turn it on and off directly.
 os.environ.setdefault("STREAMCERT_FORK_SERVER", "on")
+# Checkpoint logs written with one rename and no forked readlink/chmod, as in certifications
+# (harness/stack/spark_checkpoints.py).
+os.environ.setdefault("STREAMCERT_CHECKPOINT_MANAGER", "filesystem")
 # Two test workers keep both cores busy: a certification's warm standby drivers would only compete with the other
 # worker's test (measured: the suite took 27.2 min with them, 24.4 without). Their own tests ask for them directly.
 os.environ.setdefault("STREAMCERT_STANDBY", "off")

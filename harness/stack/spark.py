@@ -27,7 +27,8 @@ from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 from streamcert.harness.stack.python_forks import ForkServer, fork_server_default
-from streamcert.harness.stack.spark_checkpoints import CHECKPOINT_MANAGER_KEY, checkpoint_file_manager
+from streamcert.harness.stack.spark_checkpoints import (CHECKPOINT_MANAGER_KEY, checkpoint_file_manager,
+                                                        checkpoint_manager_mode)
 
 __all__ = ["DEFAULT_MASTER", "STANDALONE", "SparkConfig", "pyspark_version", "validate_master", "runs_in_driver",
            "refuse_unreachable_master", "spark_session", "stop_spark", "SparkResource"]
@@ -69,6 +70,8 @@ class SparkConfig:
     #: fork the driver's Python planning and streaming processes from a preloaded server
     #: (:mod:`~streamcert.harness.stack.python_forks`); default from ``STREAMCERT_FORK_SERVER``
     fork_server: bool = field(default_factory=fork_server_default)
+    #: ``filesystem`` (one rename per checkpoint log file, no forked processes) or ``spark`` (Spark's default)
+    checkpoint_manager: str = field(default_factory=checkpoint_manager_mode)
     #: with master ``standalone``: the workers streamcert starts, each one executor of one core
     workers: int = 2
     worker_memory_mb: int = 1024
@@ -191,7 +194,7 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )
-    manager = checkpoint_file_manager()
+    manager = checkpoint_file_manager() if config.checkpoint_manager == "filesystem" else None
     if manager is not None:
         builder = builder.config(CHECKPOINT_MANAGER_KEY, manager)
     if config.packages:

@@ -11,17 +11,52 @@ one ``chmod`` per file: the two phases fell to 16-44 ms (medians of steady batch
 The guarantee on a local disk is the same: both managers check that the target is absent and then rename, neither
 atomically against a second writer, and Spark lets one query at a time run on a checkpoint. A session that sets
 ``spark.sql.streaming.checkpointFileManagerClass`` itself keeps its own (``SparkConfig.conf`` comes last).
+
+``STREAMCERT_CHECKPOINT_MANAGER=filesystem|spark`` says which a session uses when its SparkConfig does not:
+certifications and the project's tests use ``filesystem`` unless it is set; benchmarks use ``spark``, as a user's
+query on a default pyspark install does (the forks are part of what such a query pays every batch).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["CHECKPOINT_MANAGER_KEY", "checkpoint_file_manager"]
+from streamcert.harness.errors import ConfigurationError
+from streamcert.harness.stack.settings import variable_default
+
+__all__ = ["CHECKPOINT_MANAGER_KEY", "SWITCH_VAR", "CERTIFICATION_CHECKPOINT_MANAGER", "checkpoint_manager_mode",
+           "default_checkpoint_manager", "checkpoint_file_manager"]
 
 CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+#: ``filesystem`` or ``spark``: the checkpoint manager of Spark sessions whose SparkConfig does not say.
+SWITCH_VAR = "STREAMCERT_CHECKPOINT_MANAGER"
+_SWITCH_VALUES = ("filesystem", "spark")
+#: What a certification's sessions use when ``STREAMCERT_CHECKPOINT_MANAGER`` does not say.
+CERTIFICATION_CHECKPOINT_MANAGER = "filesystem"
+
+
+def checkpoint_manager_mode(default: str = "spark") -> str:
+    """``filesystem`` or ``spark``: what ``STREAMCERT_CHECKPOINT_MANAGER`` says, or ``default`` when it is unset; any
+    other value is a :class:`ConfigurationError` (raised before anything starts)."""
+    value = (os.environ.get(SWITCH_VAR) or default).strip().lower()
+    if value not in _SWITCH_VALUES:
+        raise ConfigurationError(f"{SWITCH_VAR}={os.environ.get(SWITCH_VAR)!r} is neither filesystem nor spark.",
+                                 hint=f"Set {SWITCH_VAR}=filesystem to write checkpoint logs with one rename and no "
+                                      "readlink processes, spark for Spark's default manager, or unset it.")
+    return value
+
+
+@contextlib.contextmanager
+def default_checkpoint_manager(mode: str) -> Iterator[str]:
+    """``STREAMCERT_CHECKPOINT_MANAGER=mode`` for the sessions started inside (driver children, standbys and a driver
+    pool inherit it) unless the variable is set already; yields the mode in effect."""
+    with variable_default(SWITCH_VAR, checkpoint_manager_mode(mode)) as effective:
+        yield effective
 
 # Spark 4.1 moved the streaming classes into subpackages; the older name is kept for the releases before it.
 _CANDIDATES = (

@@ -233,3 +233,10 @@ def test_a_fork_server_switch_that_is_neither_on_nor_off_is_refused_before_a_cer
                                   str(tmp_path / "cert"), STREAMCERT_FORK_SERVER="sometimes")
     _assert_clear_error(result, seconds, "STREAMCERT_FORK_SERVER='sometimes'", "neither on nor off")
     assert not (tmp_path / "cert" / "results.json").exists()
+
+
+def test_a_checkpoint_manager_switch_that_names_no_manager_is_refused_before_a_certification_starts(tmp_path):
+    result, seconds = _streamcert("certify", "--connector", "streamcert-kafka", "--quick", "--out",
+                                  str(tmp_path / "cert"), STREAMCERT_CHECKPOINT_MANAGER="hdfs")
+    _assert_clear_error(result, seconds, "STREAMCERT_CHECKPOINT_MANAGER='hdfs'", "neither filesystem nor spark")
+    assert not (tmp_path / "cert" / "results.json").exists()

@@ -43,23 +43,24 @@ _QUERY = textwrap.dedent("""
     import json, sys, time
     from streamcert.harness.stack.spark import SparkConfig, spark_session, stop_spark
     conf = json.loads(sys.argv[2])
-    spark = spark_session(SparkConfig(master="local[1]", conf=conf))
+    spark = spark_session(SparkConfig(master="local[1]", conf=conf, checkpoint_manager=sys.argv[3]))
     query = (spark.readStream.format("rate").option("rowsPerSecond", 10).load().writeStream.format("noop")
              .option("checkpointLocation", sys.argv[1]).trigger(processingTime="200 milliseconds").start())
     deadline = time.monotonic() + 90
     while (query.lastProgress or {}).get("batchId", -1) < 4 and time.monotonic() < deadline:
         time.sleep(0.1)
     query.stop()
-    print(spark.conf.get("spark.sql.streaming.checkpointFileManagerClass"))
+    print(spark.conf.get("spark.sql.streaming.checkpointFileManagerClass", "None"))
     stop_spark(spark)
 """)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("manager", ["harness", "spark-default"])
+@pytest.mark.parametrize("manager", ["filesystem", "spark", "filesystem-overridden"])
 def test_the_driver_writes_its_checkpoint_logs_without_starting_processes(tmp_path, manager):
     """Spark's default checkpoint manager starts ``readlink`` processes for every log file a batch writes (this test
-    sees them with that manager set back); the harness's sessions start none for the logs, and the logs are whole."""
+    sees them with ``spark``, and when a session's own conf names that manager); ``filesystem`` starts none for the
+    logs, and the logs are whole."""
     tools, log = tmp_path / "tools", tmp_path / "spawned.log"
     tools.mkdir()
     for name in ("readlink", "chmod"):
@@ -67,17 +68,38 @@ def test_the_driver_writes_its_checkpoint_logs_without_starting_processes(tmp_pa
         (tools / name).write_text(_WRAPPER.format(log=log, real=real))
         (tools / name).chmod(0o755)
     checkpoint = tmp_path / "checkpoint"
-    conf = {} if manager == "harness" else {"spark.sql.streaming.checkpointFileManagerClass": _DEFAULT}
+    mode = manager.split("-")[0]
+    conf = {"spark.sql.streaming.checkpointFileManagerClass": _DEFAULT} if manager.endswith("overridden") else {}
     env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
-    done = subprocess.run([sys.executable, "-c", _QUERY, str(checkpoint), json.dumps(conf)], env=env,
+    done = subprocess.run([sys.executable, "-c", _QUERY, str(checkpoint), json.dumps(conf), mode], env=env,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == (checkpoint_file_manager() if manager == "harness" else _DEFAULT)
+    fast = manager == "filesystem"
+    seen = done.stdout.strip().splitlines()[-1]
+    assert seen == checkpoint_file_manager() if fast else seen in (_DEFAULT, "None")  # None: Spark's unset default
     commits = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     assert commits[:5] == [0, 1, 2, 3, 4]
     spawned = log.read_text().splitlines() if log.exists() else []
     readlinks = [line for line in spawned if "readlink" in line and "/commits/" in line]
-    if manager == "harness":
+    if fast:
         assert readlinks == [], readlinks[:5]
     else:
         assert len(readlinks) >= 5, spawned[:10]
+
+
+def test_the_switch_takes_two_names_and_a_certification_s_default_yields_to_a_set_variable(monkeypatch):
+    from streamcert.harness.errors import ConfigurationError
+    from streamcert.harness.stack import spark_checkpoints as switch
+
+    monkeypatch.delenv(switch.SWITCH_VAR, raising=False)
+    assert switch.checkpoint_manager_mode() == "spark"
+    with switch.default_checkpoint_manager(switch.CERTIFICATION_CHECKPOINT_MANAGER) as mode:
+        assert mode == "filesystem" and os.environ[switch.SWITCH_VAR] == "filesystem"
+    assert switch.SWITCH_VAR not in os.environ
+    monkeypatch.setenv(switch.SWITCH_VAR, " Spark ")
+    assert switch.checkpoint_manager_mode() == "spark"
+    with switch.default_checkpoint_manager(switch.CERTIFICATION_CHECKPOINT_MANAGER) as mode:
+        assert mode == "spark"  # what the user set wins, and is what the results record
+    monkeypatch.setenv(switch.SWITCH_VAR, "hdfs")
+    with pytest.raises(ConfigurationError, match="neither filesystem nor spark"):
+        switch.checkpoint_manager_mode()
