@@ -6,11 +6,14 @@ a broker restarts, say) go to a quiet logger, not to the executors' stderr.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
-__all__ = ["LIBRDKAFKA_LOGGER", "client_conf", "create_topic", "take"]
+__all__ = ["LIBRDKAFKA_LOGGER", "KeptConsumers", "client_conf", "create_topic", "take"]
 
 LIBRDKAFKA_LOGGER = logging.getLogger("streamcert.connectors.librdkafka")
 LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
@@ -20,6 +23,36 @@ LIBRDKAFKA_LOGGER.propagate = False
 def client_conf(bootstrap: str, **extra: object) -> dict[str, object]:
     """Base configuration of every client a reference connector makes."""
     return {"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOGGER, **extra}
+
+
+class KeptConsumers:
+    """Consumers a Python process keeps from one task (or commit) to the next, one per key: Spark reuses its Python
+    processes, and a consumer made each time paid its connections, metadata and partition leaders every batch."""
+
+    def __init__(self) -> None:
+        #: key -> a consumer waiting for its next use (one in use is out of here)
+        self.idle: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def take(self, key: tuple, make: Callable[[], Any]) -> Iterator[Any]:
+        """The kept consumer of ``key`` (``make()`` when there is none), out of the pool while in use. It goes back
+        unassigned (an idle consumer must not go on fetching what it was reading); one whose user raised or stopped
+        early is closed, and the next use makes a new one."""
+        with self._lock:
+            consumer = self.idle.pop(key, None)
+        if consumer is None:
+            consumer = make()
+        try:
+            yield consumer
+            consumer.unassign()
+        except BaseException:
+            consumer.close()
+            raise
+        with self._lock:
+            kept = self.idle.setdefault(key, consumer)
+        if kept is not consumer:
+            consumer.close()
 
 
 def take(consumer, most: int, timeout: float) -> list:

@@ -26,8 +26,6 @@ Spark 4.1 tells a Python source neither a batch's start nor its trigger: pass ``
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -57,6 +55,7 @@ except ImportError:  # Spark 4.1: latestOffset() gets no start and no limit; a s
 
 from .alignment import EventTimeAligner
 from .assignment import assign
+from .kafka_client import KeptConsumers
 from .kafka_offsets import Offsets, from_json, limit_rows, ranges, to_json
 from .kafka_options import SourceOptions, parse_source_options
 
@@ -358,41 +357,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield rows.batch()
 
 
-# One reader consumer per Python worker process and client settings, kept from task to task: Spark reuses its Python
-# workers, and a consumer made per task paid its connections, metadata and partition leaders before every read.
-_readers: dict[tuple, Any] = {}
-_readers_lock = threading.Lock()
+# One reader consumer per Python worker process and client settings, kept from task to task.
+_readers = KeptConsumers()
 
 
-@contextlib.contextmanager
-def _kept_reader(options: SourceOptions) -> Iterator[Any]:
-    """This process's reader consumer for ``options``' cluster and settings (made on first use), taken out of the
-    pool while a task reads with it. It goes back unassigned (an idle consumer must not go on fetching); one whose
-    task raised or was closed early is closed, and the next task makes a new one."""
+def _kept_reader(options: SourceOptions):
+    """This process's reader consumer for ``options``' cluster and settings (made on first use), out of the pool
+    while a task reads with it (:class:`~.kafka_client.KeptConsumers`)."""
     from confluent_kafka import Consumer
 
     from .kafka_client import LIBRDKAFKA_LOGGER
 
     key = (options.bootstrap_servers, options.isolation_level, tuple(sorted(
         (k, str(v)) for k, v in options.kafka_conf.items())))
-    with _readers_lock:
-        consumer = _readers.pop(key, None)
-    if consumer is None:
-        consumer = Consumer({
-            "bootstrap.servers": options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
-            "group.id": "streamcert-kafka-reader", "enable.auto.commit": False, "enable.partition.eof": True,
-            "isolation.level": options.isolation_level, "auto.offset.reset": "earliest", **options.kafka_conf,
-        })
-    try:
-        yield consumer
-        consumer.unassign()
-    except BaseException:
-        consumer.close()
-        raise
-    with _readers_lock:
-        idle = _readers.setdefault(key, consumer)
-    if idle is not consumer:
-        consumer.close()
+    return _readers.take(key, lambda: Consumer({
+        "bootstrap.servers": options.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER,
+        "group.id": "streamcert-kafka-reader", "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": options.isolation_level, "auto.offset.reset": "earliest", **options.kafka_conf,
+    }))
 
 
 def _reached(consumer, pending: set[tuple[str, int]], until: dict[tuple[str, int], int]) -> set[tuple[str, int]]:

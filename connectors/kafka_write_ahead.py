@@ -52,7 +52,6 @@ committed decision record of the sink says a batch >= N".
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import threading
@@ -65,7 +64,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from streamcert.spi.errors import ConfigurationError
 from streamcert.spi.fault_points import reached
-from .kafka_client import client_conf, create_topic, take
+from .kafka_client import KeptConsumers, client_conf, create_topic, take
 
 from .kafka_sink_options import SINK_NAME, SinkOptions
 from .row_blocks import decode_block, encode_blocks
@@ -82,7 +81,7 @@ _STAGING_RETENTION_MS = 24 * 3600 * 1000
 _STAGING_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _producers: dict[tuple, Producer] = {}
 _producers_lock = threading.Lock()
-_consumers: dict[tuple, Consumer] = {}  # idle consumers the driver's commits take turns with
+_consumers = KeptConsumers()  # the consumers the driver's commits take turns with
 _topics_found: set[tuple[str, ...]] = set()  # (bootstrap, output, staging, decision log) known to exist
 #: (bootstrap, decision log, sink id) -> (the last batch this process committed, the producer that committed it)
 _decided: dict[tuple[str, str, str], tuple[int, Producer]] = {}
@@ -470,26 +469,10 @@ def _watermarks_consumer(options: SinkOptions) -> Consumer:
         "enable.auto.commit": False}))
 
 
-@contextlib.contextmanager
-def _kept_consumer(options: SinkOptions, make: Callable[[SinkOptions], Consumer]) -> Iterator[Consumer]:
+def _kept_consumer(options: SinkOptions, make: Callable[[SinkOptions], Consumer]):
     """A consumer made by ``make`` that this process keeps for its next commit (Spark runs a batch's commit in a
-    Python process it reuses: three consumers made and closed per batch cost connections and metadata each time).
-    Taken out of the pool while in use; one that raised is closed, and the next commit makes a new one."""
-    key = (options.bootstrap_servers, options.sink_id, make.__name__)
-    with _producers_lock:
-        consumer = _consumers.pop(key, None)
-    if consumer is None:
-        consumer = make(options)
-    try:
-        yield consumer
-        consumer.unassign()  # an idle consumer must not go on fetching what it was reading
-    except BaseException:
-        consumer.close()
-        raise
-    with _producers_lock:
-        idle = _consumers.setdefault(key, consumer)
-    if idle is not consumer:
-        consumer.close()
+    Python process it reuses: three consumers made and closed per batch cost connections and metadata each time)."""
+    return _consumers.take((options.bootstrap_servers, options.sink_id, make.__name__), lambda: make(options))
 
 
 def last_committed_batch(options: SinkOptions, timeout: float = 30.0) -> int | None:

@@ -22,10 +22,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamcert.harness.errors import ConfigurationError, StartupFailed
+from streamcert.harness.errors import StartupFailed
 from streamcert.harness.stack import fork_launcher
 from streamcert.harness.stack.cache import cache_dir
-from streamcert.harness.stack.settings import variable_default
+from streamcert.harness.stack.settings import switch_value, variable_default
 
 __all__ = ["SWITCH_VAR", "CERTIFICATION_FORK_SERVER", "fork_server_mode", "fork_server_default", "default_fork_server",
            "launcher_path", "ForkServer"]
@@ -46,12 +46,9 @@ CERTIFICATION_FORK_SERVER = "on"
 def fork_server_mode(default: str = "off") -> str:
     """``on`` or ``off``: what ``STREAMCERT_FORK_SERVER`` says, or ``default`` when it is unset; a value other than
     on or off is a :class:`ConfigurationError` (raised before anything starts)."""
-    value = (os.environ.get(SWITCH_VAR) or default).strip().lower()
-    if value not in _SWITCH_VALUES:
-        raise ConfigurationError(f"{SWITCH_VAR}={os.environ.get(SWITCH_VAR)!r} is neither on nor off.",
-                                 hint=f"Set {SWITCH_VAR}=on to fork Spark's driver-side Python processes from a "
-                                      "preloaded server, off to start each one fresh, or unset it.")
-    return value
+    return switch_value(SWITCH_VAR, _SWITCH_VALUES, default,
+                        hint=f"Set {SWITCH_VAR}=on to fork Spark's driver-side Python processes from a preloaded "
+                             "server, off to start each one fresh, or unset it.")
 
 
 def fork_server_default() -> bool:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from streamcert.harness.errors import ConfigurationError
 
-__all__ = ["variable_default", "host_port", "bootstrap_servers", "postgres_conninfo", "toxiproxy_address",
-           "writable_folder", "folder_with", "executable", "refused_address"]
+__all__ = ["variable_default", "switch_value", "host_port", "bootstrap_servers", "postgres_conninfo",
+           "toxiproxy_address", "writable_folder", "folder_with", "executable", "refused_address"]
 
 
 def host_port(variable: str, value: str, example: str = "127.0.0.1:9092") -> tuple[str, int]:
@@ -156,3 +156,13 @@ def variable_default(name: str, value: str) -> Iterator[str]:
         yield value
     finally:
         os.environ.pop(name, None)
+
+
+def switch_value(name: str, choices: tuple[str, str], default: str, hint: str) -> str:
+    """What the two-way switch variable ``name`` says (trimmed, any case), or ``default`` when it is unset; any other
+    value is a :class:`ConfigurationError` naming it (raised before anything starts)."""
+    value = (os.environ.get(name) or default).strip().lower()
+    if value not in choices:
+        raise ConfigurationError(f"{name}={os.environ.get(name)!r} is neither {choices[0]} nor {choices[1]}.",
+                                 hint=hint)
+    return value

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.stack.settings import variable_default
+from streamcert.harness.stack.settings import switch_value, variable_default
 
 __all__ = ["CHECKPOINT_MANAGER_KEY", "SWITCH_VAR", "CERTIFICATION_CHECKPOINT_MANAGER", "checkpoint_manager_mode",
            "default_checkpoint_manager", "checkpoint_file_manager"]
@@ -43,12 +41,9 @@ CERTIFICATION_CHECKPOINT_MANAGER = "filesystem"
 def checkpoint_manager_mode(default: str = "spark") -> str:
     """``filesystem`` or ``spark``: what ``STREAMCERT_CHECKPOINT_MANAGER`` says, or ``default`` when it is unset; any
     other value is a :class:`ConfigurationError` (raised before anything starts)."""
-    value = (os.environ.get(SWITCH_VAR) or default).strip().lower()
-    if value not in _SWITCH_VALUES:
-        raise ConfigurationError(f"{SWITCH_VAR}={os.environ.get(SWITCH_VAR)!r} is neither filesystem nor spark.",
-                                 hint=f"Set {SWITCH_VAR}=filesystem to write checkpoint logs with one rename and no "
-                                      "readlink processes, spark for Spark's default manager, or unset it.")
-    return value
+    return switch_value(SWITCH_VAR, _SWITCH_VALUES, default,
+                        hint=f"Set {SWITCH_VAR}=filesystem to write checkpoint logs with one rename and no readlink "
+                             "processes, spark for Spark's default manager, or unset it.")
 
 
 @contextlib.contextmanager

@@ -1,6 +1,8 @@
-"""The reference Kafka connectors' client helpers: reads that do not wait out consume()'s timeout."""
+"""The reference Kafka connectors' client helpers: reads that do not wait out consume()'s timeout; kept consumers."""
 
 from __future__ import annotations
+
+import pytest
 
 from streamcert.connectors.kafka_client import take
 
@@ -29,3 +31,36 @@ def test_take_returns_nothing_after_the_timeout_and_asks_once_for_one():
     assert take(consumer, 500, 0.05) == [] and consumer.calls == [(1, 0.05)]
     consumer = _Consumer(["only"])
     assert take(consumer, 1, 0.05) == ["only"] and consumer.calls == [(1, 0.05)]
+
+
+class _FakeConsumer:
+    def __init__(self) -> None:
+        self.assigned, self.closed = True, False
+
+    def unassign(self) -> None:
+        self.assigned = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_kept_consumers_are_reused_unassigned_and_one_whose_user_failed_is_closed_not_kept():
+    from streamcert.connectors.kafka_client import KeptConsumers
+
+    pool, made = KeptConsumers(), []
+
+    def make():
+        made.append(_FakeConsumer())
+        return made[-1]
+
+    with pool.take(("a",), make) as first:
+        pass
+    with pool.take(("a",), make) as again:
+        assert again is first and len(made) == 1
+    assert pool.idle == {("a",): first} and not first.assigned and not first.closed
+    with pool.take(("a",), make) as outer, pool.take(("a",), make) as inner:  # two users at once: two consumers
+        assert outer is first and inner is not first
+    assert pool.idle == {("a",): inner} and outer.closed  # one is kept per key, the other closed
+    with pytest.raises(RuntimeError), pool.take(("a",), make) as failing:
+        raise RuntimeError("the read failed")
+    assert failing.closed and pool.idle == {}

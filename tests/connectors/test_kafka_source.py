@@ -190,19 +190,19 @@ def test_a_worker_s_reads_share_one_consumer_and_each_read_gets_exactly_its_rang
         return sorted((row["topic"], row["offset"]) for batch in reader().read(source._Range(0, parts))
                       for row in batch.to_pylist())
 
-    source._readers.clear()
+    source._readers.idle.clear()
     assert offsets([(a, 0, 100, 150), (b, 0, 100, 150)]) == [(t, o) for t in (a, b) for o in range(100, 150)]
-    kept = list(source._readers.values())
+    kept = list(source._readers.idle.values())
     assert len(kept) == 1
     assert offsets([(a, 0, 10, 20)]) == [(a, o) for o in range(10, 20)]  # earlier than the last read: a replay
-    assert list(source._readers.values()) == kept  # the same consumer, back in the pool
+    assert list(source._readers.idle.values()) == kept  # the same consumer, back in the pool
     early = reader().read(source._Range(0, [(b, 0, 0, 200)]))
     next(early)
     early.close()  # the task stopped reading (a cancelled task): that consumer is closed, not kept
-    assert source._readers == {}
+    assert source._readers.idle == {}
     assert offsets([(b, 0, 190, 200)]) == [(b, o) for o in range(190, 200)]
     with pytest.raises(TimeoutError):  # past the log end: no progress within pollTimeoutMs
         list(reader(pollTimeoutMs="1000").read(source._Range(0, [(a, 0, 0, 10_000)])))
-    assert source._readers == {}  # the consumer of the read that raised was closed, not kept
+    assert source._readers.idle == {}  # the consumer of the read that raised was closed, not kept
     assert offsets([(a, 0, 0, 5)]) == [(a, o) for o in range(5)]  # the next read makes another
-    assert len(source._readers) == 1
+    assert len(source._readers.idle) == 1

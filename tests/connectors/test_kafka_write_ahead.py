@@ -319,14 +319,14 @@ def test_one_staging_producer_serves_every_task_of_a_python_worker(options):
 
 def test_the_drivers_consumers_are_kept_between_commits_and_one_that_failed_is_not(options):
     wa.commit_batch(options, 0, [_stage(options, 0, 0, range(5))])
-    kept = {key: consumer for key, consumer in wa._consumers.items() if key[1] == options.sink_id}
+    kept = {key: consumer for key, consumer in wa._consumers.idle.items() if key[1] == options.sink_id}
     assert {key[2] for key in kept} == {"_decision_reader", "_staging_reader", "_watermarks_consumer"}
     wa.commit_batch(options, 1, [_stage(options, 1, 0, range(5, 10))])
-    assert all(wa._consumers[key] is consumer for key, consumer in kept.items())  # the same ones, not new
+    assert all(wa._consumers.idle[key] is consumer for key, consumer in kept.items())  # the same ones, not new
     with pytest.raises(RuntimeError, match="broken"):
         with wa._kept_consumer(options, wa._staging_reader):
             raise RuntimeError("broken")
-    assert (options.bootstrap_servers, options.sink_id, "_staging_reader") not in wa._consumers
+    assert (options.bootstrap_servers, options.sink_id, "_staging_reader") not in wa._consumers.idle
     assert wa.commit_batch(options, 1, [])["replay"] is True and _output(options) == _values(range(10))
 
 
