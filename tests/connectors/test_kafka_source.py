@@ -200,7 +200,8 @@ def test_a_worker_s_reads_share_one_consumer_and_each_read_gets_exactly_its_rang
     next(early)
     early.close()  # the task stopped reading (a cancelled task): that consumer is closed, not kept
     assert source._readers.idle == {}
-    assert offsets([(b, 0, 190, 200)]) == [(b, o) for o in range(190, 200)]
+    assert offsets([(b, 0, 190, 200)]) == [(b, o) for o in range(190, 200)]  # to the log end: an EOF event
+    assert offsets([(b, 0, 0, 10)]) == [(b, o) for o in range(10)]  # that earlier EOF does not end this read
     with pytest.raises(TimeoutError):  # past the log end: no progress within pollTimeoutMs
         list(reader(pollTimeoutMs="1000").read(source._Range(0, [(a, 0, 0, 10_000)])))
     assert source._readers.idle == {}  # the consumer of the read that raised was closed, not kept
