@@ -6,7 +6,8 @@ both steps start processes from the driver JVM: four ``readlink`` and one ``chmo
 (JFR's ``jdk.ProcessStart`` events of a benchmark run: 504 ``readlink`` and 126 ``chmod`` for each of the two logs
 over 126 batches). On two busy cores that was most of ``walCommit`` and ``commitOffsets``: 50-100 ms each, every
 batch, for every pipeline. The ``FileSystem``-based manager that Spark ships renames with one ``rename(2)`` and keeps
-one ``chmod`` per file: the two phases fell to 16-44 ms (medians of steady batches, same runs, both pipelines).
+one ``chmod`` per file: the two phases fell to 15-44 ms (medians of steady batches at 1,000 records/s, both
+pipelines; ``docs/architecture.md`` has the runs).
 
 The guarantee on a local disk is the same: both managers check that the target is absent and then rename, neither
 atomically against a second writer, and Spark lets one query at a time run on a checkpoint. A session that sets
