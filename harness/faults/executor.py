@@ -36,6 +36,8 @@ __all__ = [
     "ExecutorKill",
     "busy_workers",
     "busy_workers_by_executor",
+    "blocked_elsewhere",
+    "in_task_worker",
     "ancestors",
     "is_idle",
     "has_ended",
@@ -263,13 +265,41 @@ def busy_workers(driver: Any) -> list[int]:
     return [pid for pid in python_task_workers(driver) if not is_idle(pid)]
 
 
-def _still_busy(driver: Any, busy: list[int], pause_s: float = 0.02) -> int:
-    """A worker of ``busy`` that a second look a moment later still finds busy (else the first of them). A worker
-    that has just sent its task's last result is briefly on the CPU before it waits for the next task, and killing
-    it then fails no attempt: one seen busy twice is inside a task."""
-    time.sleep(pause_s)
-    again = set(busy_workers(driver))
-    return next((pid for pid in busy if pid in again), busy[0])
+#: How long a worker must stay off its JVM socket, seen at every look, to count as running a task when no look
+#: finds it blocked elsewhere. After each task pyspark's daemon runs ``gc.collect()`` in the worker before it reads
+#: the next one: 25-30 ms on an idle machine with pyarrow loaded, twice that on a loaded one, and a kill then fails
+#: no attempt.
+IN_TASK_WINDOW_S = 0.15
+_IN_TASK_LOOK_S = 0.01
+
+
+def blocked_elsewhere(pid: int) -> bool:
+    """True when the worker is blocked in a system call other than reading its JVM socket: sleeping, waiting on a
+    connector's server, sending rows. Only a task does that; the post-task ``gc.collect()`` makes no system call."""
+    fields = _syscall(pid)
+    if len(fields) < 2 or fields[0] in ("running", "-1"):
+        return False
+    if fields[0] not in _READ_SYSCALLS:
+        return True
+    fd = _jvm_socket_fd(pid)
+    return fd is not None and int(fields[1], 16) != fd
+
+
+def in_task_worker(pids: list[int], window_s: float = IN_TASK_WINDOW_S, look_s: float = _IN_TASK_LOOK_S) -> int | None:
+    """A worker of ``pids`` that is inside a task: the first one seen blocked elsewhere than on its JVM socket, else
+    one that is never idle and alive at every look for ``window_s``; None when every one went idle (it had finished
+    its task) or ended."""
+    steady = list(pids)
+    deadline = time.monotonic() + window_s
+    while steady:
+        sure = next((pid for pid in steady if blocked_elsewhere(pid)), None)
+        if sure is not None:
+            return sure
+        if time.monotonic() >= deadline:
+            return steady[0]
+        time.sleep(look_s)
+        steady = [pid for pid in steady if psutil.pid_exists(pid) and not is_idle(pid)]
+    return None
 
 
 def busy_workers_by_executor(driver: Any) -> dict[str, list[int]]:
@@ -339,14 +369,19 @@ class PythonWorkerKill(Fault):
 
     def _inject(self) -> dict[str, Any]:
         driver = self.driver
-        busy = strike_wait(driver, lambda: busy_workers(driver), "Python worker running a task",
+        seen: list[int] = []
+
+        def in_task() -> int | None:
+            seen[:] = busy_workers(driver)
+            return in_task_worker(seen)
+
+        victim = strike_wait(driver, in_task, "Python worker running a task",
                             "The query may run no Python code in its tasks, or be idle between batches; strike "
                             "while a batch runs (a slower source, e.g. CountingSource's readDelayMs, widens the "
                             "window).", self.wait_s)
-        victim = _still_busy(driver, busy)
         daemon = _parent(victim)
         killed = sigkill(victim)
-        return {"pid": victim, "daemon_pid": daemon, "killed": killed, "busy_workers": busy}
+        return {"pid": victim, "daemon_pid": daemon, "killed": killed, "busy_workers": seen}
 
     def _heal(self) -> dict[str, Any]:
         return {}  # Spark heals by itself: the daemon forks a new worker for the retried task

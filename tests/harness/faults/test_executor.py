@@ -8,6 +8,7 @@ and ``/proc/<pid>/syscall``) on processes of their own.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -304,10 +305,44 @@ def test_a_worker_s_jvm_socket_is_looked_up_once_per_process_not_once_per_pid(mo
     assert module._jvm_socket_fd(5) == 4 and lookups == [5, 5]
 
 
-def test_a_python_worker_kill_takes_a_worker_that_a_second_look_still_finds_busy(monkeypatch):
-    """A worker that has just sent its last result is briefly not waiting on its JVM socket: the kill prefers one
-    found busy twice, and falls back to the first one seen when none is."""
-    looks = iter([[20, 30], []])
-    monkeypatch.setattr(executor, "busy_workers", lambda driver: next(looks))
-    assert executor._still_busy(None, [10, 20, 30], pause_s=0) == 20
-    assert executor._still_busy(None, [10, 20], pause_s=0) == 10
+@pytest.mark.skipif(not os.access("/proc/self/syscall", os.R_OK), reason="this kernel hides /proc/<pid>/syscall")
+def test_a_worker_is_in_a_task_when_blocked_elsewhere_or_busy_throughout_and_not_when_it_goes_back_to_its_socket():
+    """The kill's victim: a sleeping worker is taken at once; one spinning is taken after the window; one that
+    spins for less than the window (pyspark's post-task ``gc.collect()``) and then waits on its socket is not."""
+    ours, theirs = socket.socketpair()
+    finishing = _python("import socket, sys, time\nend = time.monotonic() + 0.05\nwhile time.monotonic() < end: pass\n"
+                        "socket.socket(fileno=int(sys.argv[1])).recv(1)", str(theirs.fileno()),
+                        pass_fds=[theirs.fileno()])
+    sleeper = _python("import time; time.sleep(60)")
+    spinner = _python("while True: pass")
+    try:
+        time.sleep(0.3)  # the sleeper is in nanosleep, the spinner spins
+        assert executor.blocked_elsewhere(sleeper.pid) and not executor.blocked_elsewhere(spinner.pid)
+        began = time.monotonic()
+        assert executor.in_task_worker([spinner.pid, sleeper.pid], window_s=0.15) == sleeper.pid
+        assert time.monotonic() - began < 0.1
+        began = time.monotonic()
+        assert executor.in_task_worker([spinner.pid], window_s=0.15) == spinner.pid
+        assert time.monotonic() - began >= 0.15
+        assert wait_for(lambda: executor.is_idle(finishing.pid), what="the finishing worker to block", timeout=20)
+        assert executor.in_task_worker([finishing.pid], window_s=0.15) is None
+        assert not executor.blocked_elsewhere(finishing.pid)
+        finishing.kill()
+        finishing.wait()
+        assert executor.in_task_worker([finishing.pid], window_s=0.05) is None  # gone
+    finally:
+        for child in (finishing, sleeper, spinner):
+            child.kill()
+            child.wait()
+        ours.close()
+        theirs.close()
+
+
+def test_a_spinning_worker_that_goes_idle_within_the_window_is_not_taken(monkeypatch):
+    """A worker running pyspark's post-task ``gc.collect()`` is off its socket for tens of milliseconds, then idle:
+    seen busy at the first looks, it must not be the victim."""
+    looks = {10: iter([False, False, True]), 20: itertools.repeat(False)}
+    monkeypatch.setattr(executor, "blocked_elsewhere", lambda pid: False)
+    monkeypatch.setattr(executor, "is_idle", lambda pid: next(looks[pid]))
+    monkeypatch.setattr(executor.psutil, "pid_exists", lambda pid: True)
+    assert executor.in_task_worker([10, 20], window_s=0.05, look_s=0.001) == 20

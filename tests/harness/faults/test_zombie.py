@@ -123,7 +123,7 @@ def test_the_output_watch_lasts_whole_batches_however_long_the_slowed_link_makes
     assert fault._watched_enough({"batches": set()}) == "the driver is not running"
     # no row ever appears mid-task: the moment falls back to a running task, found after the watched batches
     driver.running, driver.pending = True, 9
-    monkeypatch.setattr(fault, "_still_busy", lambda: {"1": [101]})
+    monkeypatch.setattr(fault, "_running_task", lambda: {"1": [101]})
     batches = iter(range(10, 100))
     monkeypatch.setattr(driver, "checkpoint", lambda: _Checkpoint(next(batches)))
     assert fault._moment(output_moment=True) == ("task_running", {"1": [101]})
