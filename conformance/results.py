@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from streamcert.conformance.verdicts import CapabilityVerdict, Verdict
+from streamcert.conformance.verdicts import FULL_PLAN_ONLY, CapabilityVerdict, Verdict
 from streamcert.harness.results import ConnectorSummary
 from streamcert.harness.redaction import redact
 from streamcert.harness.schema_files import SCHEMAS_DIR, render, schema_command
@@ -110,7 +110,22 @@ class CertificationResult(BaseModel):
         of a certification (``shard``), a requirement that is unknown only because some of its runs are in other
         shards, and whose runs here passed (or that has none here), counts as passed: the shard's exit says whether
         *it* found anything, and ``streamcert merge`` gives the verdict."""
-        settled = [verdict for verdict in self.verdicts if verdict.verdict != "skip"]
+        return self._all_passed([verdict for verdict in self.verdicts if verdict.verdict != "skip"])
+
+    def gate_passed(self) -> bool:
+        """What ``streamcert certify`` and ``merge`` exit with. A full certification: :meth:`passed`. A ``--quick``
+        one is a gate, not a certificate: every requirement it judged passed, and those only the full plan's runs
+        judge (unknown, :data:`~streamcert.conformance.verdicts.FULL_PLAN_ONLY`) are not held against it."""
+        if not self.quick:
+            return self.passed()
+        return self._all_passed([verdict for verdict in self.verdicts
+                                 if verdict.verdict != "skip" and not self.full_plan_only(verdict)])
+
+    def full_plan_only(self, verdict: Verdict) -> bool:
+        """Whether ``verdict`` is unknown only because this ``--quick`` certification has none of its runs."""
+        return self.quick and verdict.verdict == "unknown" and bool(verdict.evidence.get(FULL_PLAN_ONLY))
+
+    def _all_passed(self, settled: list[Verdict]) -> bool:
         return self.complete and bool(settled) and all(
             verdict.verdict == "pass" or self.passed_here(verdict) for verdict in settled)
 

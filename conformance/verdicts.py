@@ -28,9 +28,12 @@ from streamcert.conformance.plans import PlannedRun
 from streamcert.harness.results import RunResult
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
-__all__ = ["VERDICTS", "Verdict", "CapabilityVerdict", "JudgedRun", "judge", "skipped", "capability_verdicts"]
+__all__ = ["VERDICTS", "FULL_PLAN_ONLY", "Verdict", "CapabilityVerdict", "JudgedRun", "judge", "skipped",
+           "capability_verdicts"]
 
 VERDICTS = ("pass", "fail", "skip", "unknown")
+#: Evidence key of a ``--quick`` certification's unknown verdict whose runs only the full plan has.
+FULL_PLAN_ONLY = "full_plan_only"
 #: Violations kept per check in a verdict's evidence.
 _FIRST = 5
 _FAULT_FIELDS = ("kind", "elapsed_s", "fault", "target", "params", "phase", "in_window", "reached", "aim",
@@ -156,7 +159,9 @@ def judge(connector: Any, requirement: Requirement, runs: list[JudgedRun], plann
         reason = ("its runs did not happen: the certification stopped before them" if planned else
                   "not run by --quick: the full certification (without --quick) judges it" if in_full_plan else
                   "no scenario of this version of streamcert exercises it yet")
-        return Verdict(connector=name, requirement=requirement.id, verdict="unknown", reason=reason)
+        # a --quick certification gates on what it judged (CertificationResult.gate_passed): not on this one
+        return Verdict(connector=name, requirement=requirement.id, verdict="unknown", reason=reason,
+                       evidence={FULL_PLAN_ONLY: True} if in_full_plan and not planned else {})
     skipped_faults = _skipped_faults(requirement, runs)
     if skipped_faults and not any(event.get("fault") in requirement.faults for run in runs
                                   for event in run.evidence.fault_starts()):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamcert.conformance.verdicts import FULL_PLAN_ONLY
 from streamcert.harness.errors import ConfigurationError
 
 __all__ = ["Certification", "VERDICTS", "load_certification", "requirement_order", "verdict_anchor"]
@@ -66,6 +67,19 @@ class Certification:
     def passed(self) -> bool:
         return bool(self.results.get("complete")) and not any(
             v["verdict"] in ("fail", "unknown") for v in self.verdicts)
+
+    def full_plan_only(self) -> list[dict[str, Any]]:
+        """A ``--quick`` certification's unknown verdicts whose runs only the full plan has."""
+        if not self.results.get("quick"):
+            return []
+        return [v for v in self.verdicts if v["verdict"] == "unknown" and (v.get("evidence") or {}).get(FULL_PLAN_ONLY)]
+
+    def quick_passed(self) -> bool:
+        """A ``--quick`` certification whose every judged requirement passed: a gate passed, not a certificate."""
+        waiting = {(v["connector"], v["requirement"]) for v in self.full_plan_only()}
+        judged = [v for v in self.verdicts if (v["connector"], v["requirement"]) not in waiting]
+        return bool(waiting) and bool(self.results.get("complete")) and not any(
+            v["verdict"] in ("fail", "unknown") for v in judged)
 
 
 def load_certification(path: Path | str) -> Certification:

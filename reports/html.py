@@ -59,6 +59,7 @@ def _header(cert: Certification) -> str:
         badge = '<span class="badge incomplete">incomplete</span>'
     else:
         badge = ('<span class="badge ok">certified</span>' if cert.passed()
+                 else '<span class="badge ok">quick plan passed</span>' if cert.quick_passed()
                  else '<span class="badge bad">not certified</span>')
     started = results.get("started_at")
     when = (datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -18,6 +18,8 @@ def summary_markdown(certification: Certification, problems_shown: int = 20) -> 
     results = certification.results
     counts = certification.counts()
     outcome = ("**certified**: every claimed requirement passed" if certification.passed() else
+               f"**quick plan passed**: every requirement it judged passed; {len(certification.full_plan_only())} "
+               "are judged only by the full certification" if certification.quick_passed() else
                "**incomplete**: the certification stopped before its end" if not results.get("complete") else
                "**not certified**: some claimed requirement failed or could not be decided")
     plan = "quick plan" if results.get("quick") else "full plan"

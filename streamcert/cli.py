@@ -18,13 +18,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from streamcert.harness.arguments import positive_int, positive_seconds, seed
 from streamcert.harness.errors import StreamcertError
 from streamcert.harness.stack.providers import PROVIDERS
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from streamcert.conformance.results import CertificationResult
 
 __all__ = ["main", "build_parser"]
 
@@ -197,7 +200,16 @@ def _certify(args: argparse.Namespace) -> int:
     if elsewhere:
         print(f"{elsewhere} of the unknown passed here and wait for their runs in the other shards: "
               "`streamcert merge` the shards' results.json for their verdicts", file=sys.stderr)
-    return EXIT_OK if result.passed() else EXIT_FAILED
+    _say_full_plan_only(result)
+    return EXIT_OK if result.gate_passed() else EXIT_FAILED
+
+
+def _say_full_plan_only(result: "CertificationResult") -> None:
+    waiting = sum(1 for verdict in result.verdicts if result.full_plan_only(verdict))
+    if waiting:
+        outcome = "every requirement it judged passed" if result.gate_passed() else "it did not pass"
+        print(f"quick plan: {outcome}; {waiting} of the unknown are judged only by the full certification (run it "
+              "without --quick for a certificate)", file=sys.stderr)
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -212,7 +224,8 @@ def _merge(args: argparse.Namespace) -> int:
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
           f"skipped, merged from {len(args.results)} shard(s); {out / 'results.json'}, {out / 'report.html'}",
           file=sys.stderr)
-    return EXIT_OK if result.passed() else EXIT_FAILED
+    _say_full_plan_only(result)
+    return EXIT_OK if result.gate_passed() else EXIT_FAILED
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -79,3 +79,21 @@ def test_a_shard_passes_when_what_it_ran_passed_and_the_rest_is_in_other_shards(
     undecided = shard.model_copy(update={"verdicts": [_verdict("SRC-7", "unknown"), waiting]})
     assert not undecided.passed()  # unknown for a reason of its own
     assert not shard.model_copy(update={"complete": False}).passed()
+
+
+def test_a_quick_certification_gates_on_what_it_judged_and_is_never_a_certificate():
+    """``--quick`` exits 0 when every requirement it judged passed: those only the full plan judges are unknown and
+    not held against it. Any other unknown, a finding, or an incomplete run fails the gate; a full certification's
+    gate is its certificate."""
+    from streamcert.conformance.results import CertificationResult
+
+    waiting = _verdict("SNK-7", "unknown", full_plan_only=True)
+    quick = CertificationResult(seed=1, quick=True, complete=True, verdicts=[_verdict("SNK-1", "pass"), waiting])
+    assert quick.gate_passed() and not quick.passed() and quick.full_plan_only(waiting)
+    assert not quick.model_copy(update={"verdicts": [_verdict("SNK-1", "fail"), waiting]}).gate_passed()
+    assert not quick.model_copy(update={"verdicts": [_verdict("SNK-1", "unknown"), waiting]}).gate_passed()
+    assert not quick.model_copy(update={"verdicts": [waiting]}).gate_passed()  # it judged nothing
+    assert not quick.model_copy(update={"complete": False}).gate_passed()
+    full = quick.model_copy(update={"quick": False})
+    assert not full.gate_passed() and not full.full_plan_only(waiting)
+    assert full.model_copy(update={"verdicts": [_verdict("SNK-1", "pass")]}).gate_passed()

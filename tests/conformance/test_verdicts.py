@@ -95,7 +95,9 @@ def test_an_incomplete_run_a_missing_check_or_no_run_is_unknown_never_pass():
     missing = judge(_Sink(), requirement("SNK-1"), [_run([_check("lost")], _IN_WINDOW)])
     assert missing.verdict == "unknown" and "has no duplicate check" in missing.reason
     assert judge(_Sink(), requirement("SNK-1"), []).verdict == "unknown"
-    assert "not run by --quick" in judge(_Sink(), requirement("SNK-7"), [], in_full_plan=True).reason
+    quick_only = judge(_Sink(), requirement("SNK-7"), [], in_full_plan=True)
+    assert "not run by --quick" in quick_only.reason and quick_only.evidence == {"full_plan_only": True}
+    assert judge(_Sink(), requirement("SNK-7"), [], planned=1, in_full_plan=True).evidence == {}
     assert "stopped before them" in judge(_Sink(), requirement("SNK-7"), [], planned=1).reason
 
 
