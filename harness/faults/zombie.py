@@ -25,8 +25,9 @@ import psutil
 from pydantic import Field
 
 from streamcert.harness.faults.base import Fault, within
-from streamcert.harness.faults.executor import (busy_workers_by_executor, executor_jvms, executor_order, has_ended,
-                                                in_task_worker, is_idle, sigkill, strike_wait)
+from streamcert.harness.faults.executor import (blocked_elsewhere, busy_workers_by_executor, executor_jvms,
+                                                executor_order, has_ended, in_task_worker, is_idle, sigkill,
+                                                strike_wait)
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 
 __all__ = ["ZOMBIE_SPARK_CONF", "ZombieParams", "TaskZombie", "lost_tasks"]
@@ -244,8 +245,11 @@ class TaskZombie(Fault):
         if mark == look["mark"]:
             return None
         look["mark"] = mark
-        # rows that show while no task runs are the driver's commit (a two-phase sink), not a task's write
-        if pending is None or self.driver.checkpoint().pending != pending or not busy_now:
+        # rows that show while no task runs are the driver's commit (a two-phase sink), not a task's write; a worker
+        # that has just finished its task is off its JVM socket for a while (pyspark's gc.collect()), and counts only
+        # when it waits on something (a task writing waits for its server's answer)
+        waiting = any(blocked_elsewhere(pid) for pids in busy_now.values() for pid in pids)
+        if pending is None or self.driver.checkpoint().pending != pending or not waiting:
             return None
         return {eid: sorted(pids) for eid, pids in look["busy"].items()}
 
