@@ -585,8 +585,9 @@ def _judged(certification: Certification, reference: str, name: str, req: Requir
         verdict = Verdict(connector=name, requirement=req.id, verdict="skip",
                           reason="; ".join(f"{run}: {why}" for run, why in skipped_here.items()))
     else:
+        # in_full_plan only when the quick plan has no run of it: one whose runs are all in other shards is not that
         verdict = judge(_Subject(name), req, mine, len(planned) - len(skipped_here) - len(elsewhere),
-                        in_full_plan=in_full_plan)
+                        in_full_plan=in_full_plan and not planned)
         if elsewhere and verdict.verdict != "fail":  # a finding here stands; a pass needs the other shards' runs
             where = "; ".join(f"{run} in shard {shard}" for run, shard in elsewhere.items())
             verdict.evidence["elsewhere"] = elsewhere

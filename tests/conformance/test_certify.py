@@ -227,3 +227,18 @@ def test_a_fail_fast_run_fails_on_its_finding_and_leaves_what_its_cancelled_kill
     [untested] = _verdicts(certification, [_judged(certification, "driver-kills", clean, [struck, *cancelled])])
     assert failed.verdict == "fail", failed.reason
     assert untested.verdict == "unknown" and "--fail-fast" in untested.reason, untested.reason
+
+
+def test_a_quick_shard_says_full_plan_only_of_what_the_quick_plan_has_no_run_for_not_of_the_other_shards_runs():
+    from streamcert.conformance.shards import Shard
+
+    whole = prepare(["streamcert-kafka-2pc"], ["SNK-1", "SNK-7"], seed=1, quick=True)
+    assert {run.name for run in whole.runs} == {"driver-kills"}
+    verdicts = {v.requirement: v for v in _verdicts(whole, [])}
+    assert verdicts["SNK-7"].evidence.get("full_plan_only") is True  # the quick plan has no network run
+    assert not verdicts["SNK-1"].evidence.get("full_plan_only")  # its run did not happen: not the full plan's
+    for index in (1, 2):
+        part = prepare(["streamcert-kafka-2pc"], ["SNK-1", "SNK-7"], seed=1, quick=True, shard=Shard(index, 2))
+        verdicts = {v.requirement: v for v in _verdicts(part, [])}
+        assert verdicts["SNK-7"].evidence.get("full_plan_only") is True
+        assert not verdicts["SNK-1"].evidence.get("full_plan_only"), (index, verdicts["SNK-1"])
