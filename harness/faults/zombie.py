@@ -25,8 +25,9 @@ import psutil
 from pydantic import Field
 
 from streamcert.harness.faults.base import Fault, within
-from streamcert.harness.faults.executor import (busy_workers_by_executor, executor_jvms, executor_order, has_ended,
-                                                is_idle, sigkill, strike_wait)
+from streamcert.harness.faults.executor import (blocked_elsewhere, busy_workers_by_executor, executor_jvms,
+                                                executor_order, has_ended, in_task_worker, is_idle, sigkill,
+                                                strike_wait)
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 
 __all__ = ["ZOMBIE_SPARK_CONF", "ZombieParams", "TaskZombie", "lost_tasks"]
@@ -36,8 +37,6 @@ __all__ = ["ZOMBIE_SPARK_CONF", "ZombieParams", "TaskZombie", "lost_tasks"]
 ZOMBIE_SPARK_CONF = {"spark.executor.heartbeatInterval": "1s",
                      "spark.storage.blockManagerHeartbeatTimeoutMs": "6000ms",
                      "spark.network.timeoutInterval": "1s"}
-#: How long a worker must stay busy to count as running a task (one finishing a task is busy a few ms).
-_STILL_BUSY_S = 0.03
 #: Whole batches the output is watched for a row appearing mid-task (the first one seen may have begun before),
 #: and the longest the watch lasts whatever the batches do.
 _OUTPUT_WATCH_BATCHES = 3
@@ -216,7 +215,7 @@ class TaskZombie(Fault):
                           timeout=_OUTPUT_WATCH_CAP_S, interval=0.003, abort=lambda: self._watched_enough(look))
             if grew:
                 return "output_grew", grew
-        running = within(self._still_busy, what="an executor running a Python task", timeout=self.params.busy_s,
+        running = within(self._running_task, what="an executor running a Python task", timeout=self.params.busy_s,
                          interval=0.005)
         return "task_running", running or {}
 
@@ -246,24 +245,23 @@ class TaskZombie(Fault):
         if mark == look["mark"]:
             return None
         look["mark"] = mark
-        # rows that show while no task runs are the driver's commit (a two-phase sink), not a task's write
-        if pending is None or self.driver.checkpoint().pending != pending or not busy_now:
+        # rows that show while no task runs are the driver's commit (a two-phase sink), not a task's write; a worker
+        # that has just finished its task is off its JVM socket for a while (pyspark's gc.collect()), and counts only
+        # when it waits on something (a task writing waits for its server's answer)
+        waiting = any(blocked_elsewhere(pid) for pids in busy_now.values() for pid in pids)
+        if pending is None or self.driver.checkpoint().pending != pending or not waiting:
             return None
         return {eid: sorted(pids) for eid, pids in look["busy"].items()}
 
-    def _still_busy(self) -> dict[str, list[int]] | None:
-        """One executor whose Python worker is busy in a task of a pending batch, and still is a moment later."""
+    def _running_task(self) -> dict[str, list[int]] | None:
+        """One executor whose Python worker is inside a task of a pending batch (:func:`in_task_worker`)."""
         if self.driver.checkpoint().pending is None:
             return None
         busy = busy_workers_by_executor(self.driver)
-        if not busy:
-            return None
-        time.sleep(_STILL_BUSY_S)
-        again = busy_workers_by_executor(self.driver)
         for eid in sorted(busy, key=executor_order):
-            still = [pid for pid in busy[eid] if pid in again.get(eid, [])]
-            if still:
-                return {eid: still}
+            worker = in_task_worker(busy[eid])
+            if worker is not None:
+                return {eid: [worker]}
         return None
 
     # -- losing, thawing ------------------------------------------------------------------

@@ -87,16 +87,22 @@ def test_rows_that_show_while_no_task_runs_are_no_moment_to_freeze(tmp_path, mon
     driver, output = _Driver(), _Output()
     fault = build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {}),
                         FaultContext(driver=driver, history=History(), workdir=tmp_path, observer=output))
-    busy = {"1": [101]}
+    busy, waiting = {"1": [101]}, {101, 202}
     monkeypatch.setattr(module, "busy_workers_by_executor", lambda _driver: dict(busy))
+    monkeypatch.setattr(module, "blocked_elsewhere", lambda pid: pid in waiting)
     look = {"mark": 0, "batch": None, "busy": {}, "batches": set()}
     assert fault._grew_mid_task(output, look) is None  # nothing new yet; executor 1 busy in batch 4
     busy.clear()
     output.mark = 10  # a two-phase sink's driver commit: the rows show after every task finished
     assert fault._grew_mid_task(output, look) is None
+    busy["3"] = [303]
+    output.mark = 15  # the same, with a worker still in its post-task gc.collect(): off its socket, waiting on nothing
+    assert fault._grew_mid_task(output, look) is None
+    del busy["3"]
     busy["2"] = [202]
     output.mark = 20  # a task's own write: it still runs (its commit's answer on its way)
-    assert fault._grew_mid_task(output, look) == {"1": [101], "2": [202]}
+    # every executor busy during the batch is frozen: the task that wrote may have been busy between two looks only
+    assert fault._grew_mid_task(output, look) == {"1": [101], "2": [202], "3": [303]}
     driver.pending = None
     output.mark = 30  # no batch pending: nothing to lose
     assert fault._grew_mid_task(output, look) is None
@@ -123,7 +129,7 @@ def test_the_output_watch_lasts_whole_batches_however_long_the_slowed_link_makes
     assert fault._watched_enough({"batches": set()}) == "the driver is not running"
     # no row ever appears mid-task: the moment falls back to a running task, found after the watched batches
     driver.running, driver.pending = True, 9
-    monkeypatch.setattr(fault, "_still_busy", lambda: {"1": [101]})
+    monkeypatch.setattr(fault, "_running_task", lambda: {"1": [101]})
     batches = iter(range(10, 100))
     monkeypatch.setattr(driver, "checkpoint", lambda: _Checkpoint(next(batches)))
     assert fault._moment(output_moment=True) == ("task_running", {"1": [101]})
