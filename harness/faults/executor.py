@@ -248,17 +248,27 @@ def _syscall(pid: int) -> list[str]:
         return []
 
 
+def _worker_state(pid: int) -> str:
+    """``idle`` (blocked reading its JVM socket: waiting for its next task), ``waiting`` (blocked in another system
+    call: sleeping, waiting on a server, sending rows) or ``running`` (on or waiting for a CPU, or not known)."""
+    fields = _syscall(pid)
+    if len(fields) < 2 or fields[0] == "-1":  # "running", or stopped outside a system call
+        return "running"
+    if fields[0] not in _READ_SYSCALLS:
+        return "waiting"
+    fd = _jvm_socket_fd(pid)
+    if fd is None:
+        return "running"
+    return "idle" if int(fields[1], 16) == fd else "waiting"
+
+
 def is_idle(pid: int) -> bool:
     """True when the worker waits for its next task: blocked reading its JVM socket.
 
     Spark reuses workers; killing an idle one costs Spark nothing (it drops it and forks another), so it would be
     a fault that did not happen. Where ``/proc/<pid>/syscall`` cannot be read, a worker counts as busy.
     """
-    fields = _syscall(pid)
-    if len(fields) < 2 or fields[0] not in _READ_SYSCALLS:
-        return False
-    fd = _jvm_socket_fd(pid)
-    return fd is not None and int(fields[1], 16) == fd
+    return _worker_state(pid) == "idle"
 
 
 def busy_workers(driver: Any) -> list[int]:
@@ -276,13 +286,7 @@ _IN_TASK_LOOK_S = 0.01
 def blocked_elsewhere(pid: int) -> bool:
     """True when the worker is blocked in a system call other than reading its JVM socket: sleeping, waiting on a
     connector's server, sending rows. Only a task does that; the post-task ``gc.collect()`` makes no system call."""
-    fields = _syscall(pid)
-    if len(fields) < 2 or fields[0] in ("running", "-1"):
-        return False
-    if fields[0] not in _READ_SYSCALLS:
-        return True
-    fd = _jvm_socket_fd(pid)
-    return fd is not None and int(fields[1], 16) != fd
+    return _worker_state(pid) == "waiting"
 
 
 def in_task_worker(pids: list[int], window_s: float = IN_TASK_WINDOW_S, look_s: float = _IN_TASK_LOOK_S) -> int | None:
