@@ -12,6 +12,7 @@ every task, and :class:`TaskException` arms that point to fail; exactly one task
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "busy_workers_by_executor",
     "blocked_elsewhere",
     "in_task_worker",
+    "unread_from_jvm",
     "ancestors",
     "is_idle",
     "has_ended",
@@ -303,6 +305,31 @@ def in_task_worker(pids: list[int], window_s: float = IN_TASK_WINDOW_S, look_s: 
             return steady[0]
         time.sleep(look_s)
         steady = [pid for pid in steady if psutil.pid_exists(pid) and not is_idle(pid)]
+    return None
+
+
+def unread_from_jvm(pid: int) -> int | None:
+    """Bytes the JVM sent the worker that its process has not read yet (its JVM socket's receive queue, from
+    ``/proc/net/tcp``): a task's input still waiting for it. None when it cannot be read (the worker ended, or
+    talks to its JVM over a Unix socket, whose queue the kernel does not show)."""
+    fd = _jvm_socket_fd(pid)
+    try:
+        link = os.readlink(f"/proc/{pid}/fd/{fd}") if fd is not None else ""
+    except OSError:
+        return None
+    if not (link.startswith("socket:[") and link.endswith("]")):
+        return None
+    inode = link[len("socket:["):-1]
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as handle:
+                lines = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[9] == inode:
+                return int(fields[4].partition(":")[2], 16)
     return None
 
 

@@ -27,7 +27,7 @@ from pydantic import Field
 from streamcert.harness.faults.base import Fault, within
 from streamcert.harness.faults.executor import (blocked_elsewhere, busy_workers_by_executor, executor_jvms,
                                                 executor_order, has_ended, in_task_worker, is_idle, sigkill,
-                                                strike_wait)
+                                                strike_wait, unread_from_jvm)
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 
 __all__ = ["ZOMBIE_SPARK_CONF", "ZombieParams", "TaskZombie", "lost_tasks"]
@@ -111,6 +111,29 @@ def _log_size(path: Path) -> int:
         return 0
 
 
+def _listen_ports(link: Any) -> set[int]:
+    """The ports a link (or each link of a group) listens on; empty for None."""
+    if link is None:
+        return set()
+    return {each.listen_port for each in getattr(link, "links", [link])}
+
+
+def _connected_to(pid: int, ports: set[int]) -> bool:
+    """Whether the process holds an open TCP connection to one of ``ports`` (a link's listen ports, on loopback)."""
+    try:
+        connections = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:  # it ended while we looked
+        return False
+    return any(c.raddr and c.raddr.port in ports and c.status == psutil.CONN_ESTABLISHED for c in connections)
+
+
+def _writing(pid: int, ports: set[int]) -> bool:
+    """A worker past taking its task's rows, waiting on the output's link: blocked elsewhere than on its JVM socket,
+    connected to one of ``ports``, and nothing the JVM sent it left unread (a writer that waits on its server
+    before it takes its rows, to look up a decision say, has them queued on its socket)."""
+    return blocked_elsewhere(pid) and _connected_to(pid, ports) and not unread_from_jvm(pid)
+
+
 def lost_tasks(log: str, executor_id: str) -> list[str]:
     """The task attempts Spark's log says it lost with the executor (``Lost task 0.0 in stage 3.0 (TID 7)``)."""
     pattern = re.compile(rf"Lost task (\S+ in stage \S+ \(TID \d+\)) \([^)]*executor {re.escape(executor_id)}\)")
@@ -124,7 +147,9 @@ class TaskZombie(Fault):
     ``start`` slows the output's link (``sink_latency_ms``) and waits for the output to grow while Python workers
     run tasks of a pending batch (a task making rows visible; three whole batches, with the run's observer, unless
     an earlier watch of the run saw none) and freezes every executor whose workers were busy during that batch,
-    else (up to ``busy_s``) for one worker that stays busy in a task of a pending batch and freezes its executor:
+    else (three whole batches, when the output has a link) for an executor whose only busy worker waits on the
+    output's link (a writer at its server, its task's reader done: thawed, it can still write), else (up to
+    ``busy_s``) for one worker that stays busy in a task of a pending batch and freezes its executor:
     SIGSTOP to the executor JVM and every process under it (workers first). Then it waits (up to ``hold_s``) until
     Spark's log says the executors were lost; when Spark lost no task attempt with them (the workers ran nothing
     Spark waited for), it kills them and tries another moment, ``tries`` times. ``stop`` waits until the batch
@@ -184,13 +209,17 @@ class TaskZombie(Fault):
                 "frozen_pids": frozen, "busy_workers": [pid for v in self._frozen for pid in v.busy],
                 "pending_batch": state.pending, "latest_commit": state.latest_commit}
 
+    def _output_link(self) -> Any:
+        """The output's Toxiproxy link (a :class:`Link` or a :class:`LinkGroup`), None when it has none (files)."""
+        kind = getattr(getattr(self.context.observer, "target", None), "kind", None)
+        environment = self.context.environment
+        return getattr(environment, f"{kind}_link", None) if kind in ("kafka", "postgres") else None
+
     @contextlib.contextmanager
     def _sink_slowed(self) -> Iterator[str | None]:
         """The output's Toxiproxy link slowed by ``sink_latency_ms`` for the block; yields its name (None: no
         link to slow, as for files)."""
-        kind = getattr(getattr(self.context.observer, "target", None), "kind", None)
-        environment = self.context.environment
-        link = getattr(environment, f"{kind}_link", None) if kind in ("kafka", "postgres") else None
+        link = self._output_link()
         if link is None or not self.params.sink_latency_ms:
             yield None
             return
@@ -215,6 +244,13 @@ class TaskZombie(Fault):
                           timeout=_OUTPUT_WATCH_CAP_S, interval=0.003, abort=lambda: self._watched_enough(look))
             if grew:
                 return "output_grew", grew
+        ports = _listen_ports(self._output_link())
+        if ports:
+            look = {"batches": set()}
+            writing = within(lambda: self._writing_task(ports, look), what="a task writing to the output's link",
+                             timeout=self.params.busy_s, interval=0.005, abort=lambda: self._watched_enough(look))
+            if writing:
+                return "task_writing", writing
         running = within(self._running_task, what="an executor running a Python task", timeout=self.params.busy_s,
                          interval=0.005)
         return "task_running", running or {}
@@ -226,7 +262,7 @@ class TaskZombie(Fault):
         batch several times longer than before the watch."""
         # the first batch seen may have begun before the watch, the last one has just begun
         if len(look["batches"]) >= _OUTPUT_WATCH_BATCHES + 2:
-            return f"{_OUTPUT_WATCH_BATCHES} batches ran with no row appearing mid-task"
+            return f"{_OUTPUT_WATCH_BATCHES} batches ran without the moment"
         return None if self.driver.is_running() else "the driver is not running"
 
     def _grew_mid_task(self, observer: Any, look: dict[str, Any]) -> dict[str, list[int]] | None:
@@ -252,6 +288,32 @@ class TaskZombie(Fault):
         if pending is None or self.driver.checkpoint().pending != pending or not waiting:
             return None
         return {eid: sorted(pids) for eid, pids in look["busy"].items()}
+
+    def _writing_task(self, ports: set[int], look: dict[str, Any]) -> dict[str, list[int]] | None:
+        """One executor whose only busy Python worker waits on a connection to the output's link after another of
+        its workers ran in the same batch and finished: a task's writer at its server, its reader done and its rows
+        taken (nothing left unread on its JVM socket).
+
+        That is the moment a zombie can still write. The executor's JVM stays frozen after the thaw, so a worker
+        frozen while its task still read, or while its writer waited on its server before it took its rows (the
+        PostgreSQL sink looks up the batch's decision first: its reader had not even run), waits for the JVM for
+        ever once thawed and never writes: a sink that leaves a zombie's prepared transaction behind then passes
+        (seen: the never-rolls-back mutant escaped SNK-2 in 2 of 3 runs, its zombies frozen in that lookup).
+        """
+        pending = self.driver.checkpoint().pending
+        if pending is None:
+            return None
+        if pending != look.get("batch"):
+            look["batch"], look["seen"] = pending, {}
+            look["batches"].add(pending)
+        busy = busy_workers_by_executor(self.driver)
+        for eid, pids in busy.items():
+            look["seen"].setdefault(eid, set()).update(pids)
+        for eid in sorted(busy, key=executor_order):
+            others = look["seen"][eid] - set(busy[eid])
+            if len(busy[eid]) == 1 and others and _writing(busy[eid][0], ports):
+                return {eid: list(busy[eid])}
+        return None
 
     def _running_task(self) -> dict[str, list[int]] | None:
         """One executor whose Python worker is inside a task of a pending batch (:func:`in_task_worker`)."""
@@ -314,8 +376,8 @@ class TaskZombie(Fault):
         # workers down with it before the zombie attempt could write anything.
         _signal_all(python, signal.SIGCONT)
         thawed_at = time.monotonic()
-        within(lambda: all(has_ended(p) or is_idle(p.pid) for p in busy), what="the zombies' Python code to finish",
-               timeout=self.params.run_s, interval=0.02)
+        finished = bool(within(lambda: all(has_ended(p) or is_idle(p.pid) for p in busy),
+                               what="the zombies' Python code to finish", timeout=self.params.run_s, interval=0.02))
         ran_s = time.monotonic() - thawed_at
         killed = [p.pid for v in self._frozen for p in v.processes if sigkill(p.pid, timeout=5.0)]
         self._frozen = []
@@ -326,4 +388,5 @@ class TaskZombie(Fault):
                                     "the driver is not running"))
         return {"replaced": committed and bool(lost), "lost_tasks": lost, "thawed_before_commit": not committed_at_thaw,
                 "committed_batch": driver.checkpoint().latest_commit, "frozen_s": round(frozen_s, 2),
-                "alive_at_thaw": alive_at_thaw, "zombie_ran_s": round(ran_s, 2), "killed_after": killed}
+                "alive_at_thaw": alive_at_thaw, "zombie_ran_s": round(ran_s, 2), "zombie_finished": finished,
+                "killed_after": killed}

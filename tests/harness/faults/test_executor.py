@@ -346,3 +346,37 @@ def test_a_spinning_worker_that_goes_idle_within_the_window_is_not_taken(monkeyp
     monkeypatch.setattr(executor, "is_idle", lambda pid: next(looks[pid]))
     monkeypatch.setattr(executor.psutil, "pid_exists", lambda pid: True)
     assert executor.in_task_worker([10, 20], window_s=0.05, look_s=0.001) == 20
+
+
+def test_the_bytes_a_worker_left_unread_on_its_first_socket_are_read_from_the_kernel():
+    """unread_from_jvm: the receive queue of a process's first socket (a worker's connection to its JVM)."""
+    from streamcert.harness.faults.executor import unread_from_jvm
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import socket, sys\n"
+             "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+             "print('up', flush=True)\n"
+             "sys.stdin.readline(); s.recv(65536); print('read', flush=True)\n"
+             "sys.stdin.readline()\n", str(server.getsockname()[1])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "up"
+            peer, _ = server.accept()
+            with peer:
+                assert unread_from_jvm(child.pid) == 0
+                peer.sendall(b"x" * 3000)
+                deadline = time.monotonic() + 5
+                while unread_from_jvm(child.pid) != 3000 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert unread_from_jvm(child.pid) == 3000
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                assert child.stdout.readline().strip() == "read"
+                assert unread_from_jvm(child.pid) == 0
+        finally:
+            child.kill()
+            child.wait()
+    assert unread_from_jvm(child.pid) is None

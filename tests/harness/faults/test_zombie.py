@@ -4,6 +4,8 @@ caught duplicating what its zombie wrote)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from streamcert.harness.errors import ConfigurationError
@@ -124,7 +126,7 @@ def test_the_output_watch_lasts_whole_batches_however_long_the_slowed_link_makes
         assert fault._grew_mid_task(output, look) is None and fault._watched_enough(look) is None
     driver.pending = 8  # batch 4 may have begun before the watch: 5, 6 and 7 ran whole under it
     fault._grew_mid_task(output, look)
-    assert "3 batches ran with no row appearing mid-task" in fault._watched_enough(look)
+    assert "3 batches ran without the moment" in fault._watched_enough(look)
     driver.running = False
     assert fault._watched_enough({"batches": set()}) == "the driver is not running"
     # no row ever appears mid-task: the moment falls back to a running task, found after the watched batches
@@ -133,3 +135,71 @@ def test_the_output_watch_lasts_whole_batches_however_long_the_slowed_link_makes
     batches = iter(range(10, 100))
     monkeypatch.setattr(driver, "checkpoint", lambda: _Checkpoint(next(batches)))
     assert fault._moment(output_moment=True) == ("task_running", {"1": [101]})
+
+
+def test_a_sink_zombie_freezes_a_lone_writer_waiting_on_the_output_link(tmp_path, monkeypatch):
+    """Frozen while its task still read (its JVM stays frozen after the thaw), a zombie never writes: the moment is
+    an executor whose one busy worker waits on a connection to the output's link after its reader ran in that
+    batch and finished, its rows taken from its JVM socket."""
+    from streamcert.harness.faults import zombie as module
+
+    driver = _Driver()
+    fault = build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {}),
+                        FaultContext(driver=driver, history=History(), workdir=tmp_path))
+    busy: dict[str, list[int]] = {"1": [101], "2": [201]}
+    waiting, connected, unread = {101, 201}, {101}, {}
+    monkeypatch.setattr(module, "busy_workers_by_executor", lambda _driver: {k: list(v) for k, v in busy.items()})
+    monkeypatch.setattr(module, "blocked_elsewhere", lambda pid: pid in waiting)
+    monkeypatch.setattr(module, "_connected_to", lambda pid, ports: pid in connected and ports == {5432})
+    monkeypatch.setattr(module, "unread_from_jvm", lambda pid: unread.get(pid, 0))
+    look: dict = {"batches": set()}
+    # executor 1's writer waits on the link before its reader ran (a decision lookup); executor 2 waits elsewhere
+    assert fault._writing_task({5432}, look) is None
+    busy["1"] = [101, 102]  # the reader runs
+    assert fault._writing_task({5432}, look) is None
+    busy["1"] = [101]  # and is done; its rows are queued on the writer's socket
+    unread[101] = 4096
+    assert fault._writing_task({5432}, look) is None
+    unread[101] = 0
+    waiting.discard(101)  # the writer takes them
+    assert fault._writing_task({5432}, look) is None
+    waiting.add(101)  # ... and now waits for its server's answer
+    assert fault._writing_task({5432}, look) == {"1": [101]}
+    driver.pending = 5  # a new batch: its reader has not been seen yet
+    assert fault._writing_task({5432}, look) is None
+    driver.pending = None  # no batch pending: nothing Spark would lose
+    assert fault._writing_task({5432}, look) is None
+    assert look["batches"] == {4, 5}
+
+
+def test_a_link_connection_is_seen_on_a_real_socket():
+    import socket
+
+    from streamcert.harness.faults.zombie import _connected_to, _listen_ports
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert not _connected_to(os.getpid(), {port})
+        with socket.create_connection(("127.0.0.1", port)):
+            assert _connected_to(os.getpid(), {port})
+            assert not _connected_to(os.getpid(), {port + 1})
+    assert _listen_ports(None) == set()
+
+
+def test_the_writer_moment_is_tried_before_any_running_task_and_only_where_the_output_has_a_link(tmp_path,
+                                                                                                monkeypatch):
+    driver = _Driver()
+    fault = build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {}),
+                        FaultContext(driver=driver, history=History(), workdir=tmp_path))
+    monkeypatch.setattr(fault, "_running_task", lambda: {"2": [202]})
+    monkeypatch.setattr(fault, "_writing_task", lambda ports, look: {"1": [101]})
+    assert fault._moment(output_moment=False) == ("task_running", {"2": [202]})  # no link: files
+    monkeypatch.setattr(fault, "_output_link", lambda: type("L", (), {"listen_port": 5432})())
+    assert fault._moment(output_moment=False) == ("task_writing", {"1": [101]})
+    # a sink whose writer never waits on the link: three whole batches, then any running task
+    batches = iter(range(10, 100))
+    monkeypatch.setattr(driver, "checkpoint", lambda: _Checkpoint(next(batches)))
+    monkeypatch.setattr(fault, "_writing_task", lambda ports, look: look["batches"].add(driver.checkpoint().pending))
+    assert fault._moment(output_moment=False) == ("task_running", {"2": [202]})
