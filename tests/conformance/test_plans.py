@@ -89,6 +89,22 @@ def test_a_replay_of_a_replay_follows_a_steady_and_a_first_batch_kill_that_leave
                 assert cells[index - 1][0] != "just_committed" and cells[index - 2][0] != "just_committed"
 
 
+def test_a_kill_aimed_at_a_first_batch_watches_as_soon_as_the_kill_before_it_restarted_the_driver():
+    """A warm restart plans and commits its first batch within the chain's usual gap: a first batch's or a replay's
+    kill starts at once after the restart before it (else it costs a positioning kill); a steady kill keeps the gap
+    (its batch comes after three commits anyway)."""
+    for reference in ("streamcert-pg-2pc", "streamcert-kafka", "streamcert-batch-aggregator"):
+        for quick in (True, False):
+            [run] = [r for r in plan(reference, load_connector(reference), seed=2, quick=quick)
+                     if r.name == "driver-kills"]
+            chained = [spec for spec in run.scenario.schedule if spec.after is not None]
+            gaps: dict[str, set[float]] = {}
+            for spec in chained:
+                if spec.fault == "driver_kill_moment":
+                    gaps.setdefault(spec.params["batch_class"], set()).add(spec.at_s)
+            assert gaps == {"first": {0.0}, "replay_of_replay": {0.0}, "steady": {2.0}}
+
+
 def test_a_kill_aimed_inside_a_write_or_a_commit_slows_the_connectors_own_link_while_it_watches():
     for reference, link in (("streamcert-pg-2pc", "postgres"), ("streamcert-kafka-2pc", "kafka"),
                             ("streamcert-kafka", "kafka"), ("streamcert-batch-aggregator", "kafka")):
