@@ -376,6 +376,8 @@ class TaskZombie(Fault):
         # workers down with it before the zombie attempt could write anything.
         _signal_all(python, signal.SIGCONT)
         thawed_at = time.monotonic()
+        # finished: back on their JVM sockets, their task done or waiting for rows the frozen JVM never sends (the
+        # two look alike from outside; a zombie frozen before its rows reached it is the second)
         finished = bool(within(lambda: all(has_ended(p) or is_idle(p.pid) for p in busy),
                                what="the zombies' Python code to finish", timeout=self.params.run_s, interval=0.02))
         ran_s = time.monotonic() - thawed_at
