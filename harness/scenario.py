@@ -641,7 +641,10 @@ def _start_timeline(scenario: Scenario, run: _Run) -> FaultTimeline:
     """The schedule carried out in the background, gated on ``faults_after_output`` records when it is set."""
     assert run.driver is not None and run.observer is not None
     gate = (lambda: _wait_for_output(run, scenario.faults_after_output)) if scenario.faults_after_output > 0 else None
-    return FaultTimeline(scenario.schedule, run.faults, run.history, gate).start()
+    timeline = FaultTimeline(scenario.schedule, run.faults, run.history, gate)
+    # a standby costs ~15 s of CPU: none is warmed for an attempt no fault will restart into
+    run.driver.restarts_may_follow = lambda: timeline.may_still_act_on("driver")
+    return timeline.start()
 
 
 def _wait_for_output(run: _Run, records: int) -> bool:

@@ -51,6 +51,8 @@ class FaultTimeline:
             raise ValueError(f"{len(specs)} scheduled faults, {len(faults)} built")
         self.specs, self.faults, self.history, self.gate = list(specs), list(faults), history, gate
         self._stopped = [threading.Event() for _ in self.specs]
+        #: set when each fault's stop begins (its heal may restart the driver: the last such restart needs no standby)
+        self._stopping = [threading.Event() for _ in self.specs]
         self._thread: threading.Thread | None = None
         self._cut_short: str | None = None
         self._cut = threading.Event()
@@ -65,6 +67,15 @@ class FaultTimeline:
         """Every fault stopped (or none will start): True also before :meth:`start` only if there is nothing to do."""
         return (self._thread is not None and not self._thread.is_alive()) or (self._thread is None and not self.specs)
 
+    def may_still_act_on(self, target: str) -> bool:
+        """Whether a fault on ``target`` may still start or heal: one of the schedule's faults on it has not begun to
+        stop, and the timeline was neither cut short nor gated out. A driver asks before it warms standbys for its next
+        attempts: once the last fault on the driver is stopping, the restart its heal makes is the last one."""
+        if self._cut_short is not None:
+            return False
+        return any(spec.target == target and not stopping.is_set()
+                   for spec, stopping in zip(self.specs, self._stopping, strict=True))
+
     def cut_short(self, reason: str) -> None:
         """Start no further fault (those under way finish); idempotent, the first reason stays."""
         if self._cut_short is None:
@@ -78,7 +89,8 @@ class FaultTimeline:
 
     def _run(self) -> None:
         if self.gate is not None and not self.gate():
-            for stopped in self._stopped:
+            for stopping, stopped in zip(self._stopping, self._stopped, strict=True):
+                stopping.set()
                 stopped.set()
             return
         began = time.monotonic()
@@ -97,11 +109,13 @@ class FaultTimeline:
         self._cut.wait(max(0.0, began + spec.at_s - time.monotonic()))  # its time, or at once when cut short
         if self._cut_short is not None:
             self.history.record("fault-cancelled", fault=spec.fault, reason=self._cut_short)
+            self._stopping[index].set()
             self._stopped[index].set()
             return
         try:
             recorded(self.history, spec, "start", fault.start)
             time.sleep(spec.duration_s)
         finally:
+            self._stopping[index].set()
             recorded(self.history, spec, "stop", fault.stop)
             self._stopped[index].set()

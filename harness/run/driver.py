@@ -27,7 +27,9 @@ once: the restart costs the query's build and start, not a JVM's and a session's
 fit (another master) are discarded and the attempt starts cold. A standby writes a ``standby`` event when it is
 ready, and its ``session`` event when it takes over, with ``standby_ready_s`` (how long it had been ready, ~0 when
 it was told to go before it was), ``warm_up`` (the warm-up steps it finished, in seconds, whether the go cut one
-short, and how many jobs kept its workers) and ``priority_restored``.
+short, and how many jobs kept its workers) and ``priority_restored``. An attempt no fault will restart
+(:attr:`DriverProcess.restarts_may_follow`, which the scenario runner asks its fault timeline) gets no standby, and
+the ones waiting are discarded: each costs ~15 s of CPU, taken from the attempt.
 
 Each driver child gives Spark a scratch folder of its own under :attr:`DriverProcess.scratch_dir` (``spark.local.dir``
 and the JVM's ``java.io.tmpdir``: block manager files, the RocksDB state stores' working copies, the native libraries
@@ -138,6 +140,9 @@ class DriverProcess(ProcessBacked):
         self.standby = standby and runs_in_driver(spec.master)
         #: the standbys of the next attempts, oldest first (at most :data:`STANDBY_DEPTH`)
         self._standbys: list[Standby] = []
+        #: asked at each start: whether another restart may follow this attempt (the run's fault timeline says,
+        #: :meth:`~streamcert.harness.faults.timeline.FaultTimeline.may_still_act_on`); no standby waits for none
+        self.restarts_may_follow: Callable[[], bool] = lambda: True
         #: warm children that outlive a run (:class:`~streamcert.harness.run.driver_pool.DriverPool`): one serves an
         #: attempt that has no standby of its own, the first one above all; local masters only, as standbys
         self.pool = pool if runs_in_driver(spec.master) else None
@@ -197,10 +202,12 @@ class DriverProcess(ProcessBacked):
             self._scratch[standby.token] = standby.scratch
         else:
             self._process, self._driver_token = self._spawn(spec_file, self.attempt)
-        if self.standby:
+        if self.standby and self.restarts_may_follow():
             waiting = {s.attempt for s in self._standbys}
             self._standbys += [self._spawn_standby(attempt) for attempt in
                                range(self.attempt + 1, self.attempt + 1 + STANDBY_DEPTH) if attempt not in waiting]
+        else:  # the run's last restart: a standby would only take the cores from this attempt
+            self._discard_standbys()
         self._remove_scratch()  # of the children gone: an attempt that ended by itself, discarded standbys
 
     def _adopt(self, standby: "Standby") -> None:

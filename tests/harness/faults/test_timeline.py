@@ -61,3 +61,31 @@ def test_a_timeline_cut_short_finishes_the_fault_under_way_and_cancels_the_rest_
         ("fault-start", "a"), ("fault-stop", "a"), ("fault-cancelled", "driver_kill"),
         ("fault-cancelled", "driver_kill")]
     assert {e["reason"] for e in history.events("fault-cancelled")} == {"a finding"}
+
+
+def test_a_driver_learns_its_last_restart_when_the_last_fault_on_it_begins_to_stop():
+    """A driver warms standbys only for attempts a fault may still restart it into: while the last fault on the
+    driver starts (a moment kill may restart it several times) more may follow; once it stops, its heal's restart is
+    the last. A fault on another target after it changes nothing."""
+    history = History()
+    specs = [*_chain(["a", "b"]), FaultSpec("task_zombie", "executor", 0.0, 0.0, after=1)]
+    holder: dict[str, FaultTimeline] = {}
+    seen: list[tuple[str, str, bool]] = []
+
+    class _Watching(_Fault):
+        def start(self) -> None:
+            seen.append((self.name, "start", holder["timeline"].may_still_act_on("driver")))
+            super().start()
+
+        def stop(self) -> None:
+            seen.append((self.name, "stop", holder["timeline"].may_still_act_on("driver")))
+            super().stop()
+
+    holder["timeline"] = FaultTimeline(specs, [_Watching(history, name) for name in "abz"], history)
+    assert holder["timeline"].may_still_act_on("driver") and not holder["timeline"].may_still_act_on("kafka")
+    holder["timeline"].start().join(10)
+    assert seen == [("a", "start", True), ("a", "stop", True), ("b", "start", True), ("b", "stop", False),
+                    ("z", "start", False), ("z", "stop", False)]
+    cut = FaultTimeline(_chain(["a"]), [_Fault(history, "a")], history)
+    cut.cut_short("a finding")
+    assert not cut.may_still_act_on("driver")

@@ -187,6 +187,13 @@ def test_standbys_wait_two_attempts_ahead_and_a_changed_session_discards_them_al
     driver.start()
     assert cold == [1, 3, 4] and driver._standbys[0] is fifth and not fifth.process.killed
     assert [s.attempt for s in driver._standbys] == [5, 6]
+    # the run's last restart (no fault will restart it again): its own standby serves, none waits for more
+    driver.restarts_may_follow = lambda: False
+    sixth = driver._standbys[1]
+    driver._process.kill()
+    driver.start()
+    assert cold == [1, 3, 4] and (tmp_path / "go-5").exists()
+    assert driver._standbys == [] and sixth.process.killed
     driver.stop()
     assert driver._standbys == []
 
