@@ -5,6 +5,7 @@ caught duplicating what its zombie wrote)."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -203,3 +204,36 @@ def test_the_writer_moment_is_tried_before_any_running_task_and_only_where_the_o
     monkeypatch.setattr(driver, "checkpoint", lambda: _Checkpoint(next(batches)))
     monkeypatch.setattr(fault, "_writing_task", lambda ports, look: look["batches"].add(driver.checkpoint().pending))
     assert fault._moment(output_moment=False) == ("task_running", {"2": [202]})
+
+
+def test_the_task_attempts_spark_logs_just_after_it_declared_an_executor_lost_are_waited_for(tmp_path):
+    """Spark logs ``Lost executor`` first and the task attempts lost with it milliseconds later: read at once, the
+    log showed none and the zombie let a good freeze go (and held the next one ~10 s)."""
+    import threading
+
+    from streamcert.harness.faults.zombie import _Frozen
+
+    log = tmp_path / "driver.log"
+    log.write_text("12:00:00 INFO earlier\n")
+
+    class _Logging(_Driver):
+        log_file = log
+
+    fault = build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {"hold_s": 5.0}),
+                        FaultContext(driver=_Logging(), history=History(), workdir=tmp_path))
+    fault._frozen = [_Frozen("1", [object()], [101], log.stat().st_size)]
+
+    def spark_logs() -> None:
+        with open(log, "a") as handle:
+            handle.write("12:00:07 ERROR TaskSchedulerImpl: Lost executor 1 on 192.0.2.2: Executor heartbeat timed "
+                         "out after 6234 ms\n")
+            handle.flush()
+            time.sleep(0.3)
+            handle.write("12:00:07 WARN TaskSetManager: Lost task 0.0 in stage 8.0 (TID 16) (192.0.2.2 executor 1): "
+                         "ExecutorLostFailure\n")
+
+    writer = threading.Thread(target=spark_logs)
+    writer.start()
+    found = fault._wait_lost()
+    writer.join()
+    assert found == {"declared_lost": True, "lost_tasks": ["0.0 in stage 8.0 (TID 16)"]}
