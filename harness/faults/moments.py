@@ -243,6 +243,8 @@ class DriverKillAtMoment(Fault):
         #: (link, toxic names) while the link is slowed
         self._toxics: tuple[Any, list[str]] | None = None
         self._slowed: dict[str, Any] | None = None
+        #: whether an earlier strike reached this fault's cell, so that it killed nothing (see :meth:`_covered_by`)
+        self._covered = False
 
     def _inject(self) -> dict[str, Any]:
         params, driver = self.params, self.driver
@@ -290,7 +292,7 @@ class DriverKillAtMoment(Fault):
 
     def _heal(self) -> dict[str, Any]:
         self._unslow()
-        if getattr(self, "_covered", False):  # no kill: the attempt runs on
+        if self._covered:  # no kill: the attempt runs on
             return {"attempt": self.driver.attempt, "covered": True}
         self.driver.restart()
         return {"attempt": self.driver.attempt}
