@@ -90,8 +90,6 @@ def _kills_before(history: list[dict[str, Any]], moment_time: float | None) -> l
             continue
         if moment_time is not None and event.get("time", 0) > moment_time:
             continue
-        if event.get("covered_by"):  # a moment kill an earlier strike made needless: it struck nothing
-            continue
         fault = str(event.get("fault", ""))
         for strike in event.get("strikes") or [{"moments": [fault], "batch_class": None, "landed": True,
                                                 "batch": event.get("pending_batch")}]:

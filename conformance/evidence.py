@@ -135,9 +135,7 @@ def kills_struck(evidence: RunEvidence, aim: str) -> CheckResult:
     elsewhere (between batches, a point never reached) are listed; they do not spoil the run, but alone they leave
     the verdict unknown: the requirement was not exercised.
     """
-    # a moment kill whose cell an earlier strike reached killed nothing (that strike counts, as itself)
-    kills = [event for event in evidence.fault_starts() if event.get("fault") in KILL_FAULTS
-             and not event.get("covered_by")]
+    kills = [event for event in evidence.fault_starts() if event.get("fault") in KILL_FAULTS]
     errors = [event for event in evidence.history if event["kind"] == "fault-error"
               and event.get("fault") in KILL_FAULTS and event.get("phase") == "start"]
     moments = [_moment(event, evidence.kill_points) for event in kills]

@@ -40,7 +40,7 @@ _FAULT_FIELDS = ("kind", "elapsed_s", "fault", "target", "params", "phase", "in_
                  "pending_batch", "latest_commit", "delay_ms", "error", "attempt", "moment", "executor_ids",
                  "busy_workers", "tries", "declared_lost", "lost_tasks", "replaced", "frozen_s", "zombie_ran_s",
                  "reason", "node", "leader_moved", "new_controller", "isr_shrank_or_leader_moved", "batch_class",
-                 "strikes", "slowed", "let_go", "absent", "covered_by", "zombie_finished")
+                 "strikes", "slowed", "let_go", "absent", "zombie_finished")
 
 
 class Verdict(BaseModel):

@@ -42,7 +42,7 @@ def fault_lines(verdict: dict[str, Any]) -> list[str]:
     lines = []
     for run in verdict.get("evidence", {}).get("runs", []):
         for event in run.get("faults", []):
-            if event.get("kind") != "fault-start" or event.get("covered_by"):  # a covered cell struck nothing
+            if event.get("kind") != "fault-start":
                 continue
             at = event.get("elapsed_s")
             when = f" @ {at:.1f} s" if isinstance(at, (int, float)) else ""

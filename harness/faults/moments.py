@@ -41,7 +41,6 @@ from streamcert.harness.faults.base import Fault
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.harness.run.checkpoint import CheckpointState
 from streamcert.harness.stack.spark import runs_in_driver
-from streamcert.harness.verify.coverage import cells_of
 from streamcert.harness.run.query_status import (BATCH_CLASSES, MOMENTS, STATUS_SPARK_CONF, WRITING_MOMENTS,
                                                  Observation, SparkStatus, batch_class, moments_of, replay_depth)
 
@@ -243,18 +242,9 @@ class DriverKillAtMoment(Fault):
         #: (link, toxic names) while the link is slowed
         self._toxics: tuple[Any, list[str]] | None = None
         self._slowed: dict[str, Any] | None = None
-        #: whether an earlier strike reached this fault's cell, so that it killed nothing (see :meth:`_covered_by`)
-        self._covered = False
 
     def _inject(self) -> dict[str, Any]:
         params, driver = self.params, self.driver
-        covered = self._covered_by()
-        if covered is not None:
-            self._covered = True
-            final = driver.checkpoint()
-            return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": True,
-                    "covered_by": covered, "strikes": [], "let_go": 0, "slowed": None, "in_window": False,
-                    "pending_batch": final.pending, "latest_commit": final.latest_commit}
         deadline = time.monotonic() + params.timeout_s
         strikes: list[dict[str, Any]] = []
         self._let_go = 0
@@ -292,30 +282,8 @@ class DriverKillAtMoment(Fault):
 
     def _heal(self) -> dict[str, Any]:
         self._unslow()
-        if self._covered:  # no kill: the attempt runs on
-            return {"attempt": self.driver.attempt, "covered": True}
         self.driver.restart()
         return {"attempt": self.driver.attempt}
-
-    def _covered_by(self) -> dict[str, Any] | None:
-        """The earlier strike of this run that reached this fault's cell already, when it is a first batch's or a
-        replay of a replay's (struck as soon as the moment shows, at fraction 0, as this one would: a second kill
-        there is another restart that tests nothing new); None for a steady cell (each strikes its own depth into
-        the moment) and when no strike reached the cell. Only a fault that kills the driver skips: a task kill
-        restarts nothing."""
-        params = self.params
-        if not self.kills_driver or params.batch_class == "steady" or params.fraction:
-            return None
-        cell = (params.moment, params.batch_class)
-        for event in self.history.events("fault-start"):
-            if event.get("fault") != self.spec.fault:
-                continue
-            for strike in event.get("strikes") or ():
-                if cell in cells_of(strike):
-                    return {"attempt": strike.get("attempt"), "batch": strike.get("batch"),
-                            "moments": strike.get("moments"), "aimed_at": f"{event.get('moment')}@"
-                                                                          f"{event.get('batch_class')}"}
-        return None
 
     # -- the slowed link -------------------------------------------------------------------------
 

@@ -39,13 +39,6 @@ def test_kills_that_all_landed_between_batches_leave_the_verdict_unknown():
     assert "not exercised" in found.error
 
 
-def test_a_moment_kill_an_earlier_strike_made_needless_is_not_counted_as_a_kill():
-    history = [_kill("driver_kill_moment", in_window=True, pending_batch=2),
-               _kill("driver_kill_moment", in_window=False, reached=True, covered_by={"attempt": 2, "batch": 2})]
-    found = kills_struck(_evidence(history), "window")
-    assert found.valid is True and found.counts == {"kills": 1, "struck": 1, "elsewhere": 0, "errors": 0}
-
-
 def test_the_committing_moment_needs_a_kill_after_the_output_grew_or_at_a_committing_point():
     window_only = _evidence([_kill("driver_kill", in_window=True)])
     assert kills_struck(window_only, "committing").valid == "unknown"

@@ -104,55 +104,6 @@ def test_looks_are_spaced_out_only_in_a_first_batch_that_cannot_show_the_wanted_
     assert wants_planning._pause_after(planning_first, clock) == _LOOK_INTERVAL_S
 
 
-class _Checkpointed:
-    """A driver that says where its checkpoint is and counts the restarts asked of it."""
-
-    attempt = 3
-    restarts = 0
-
-    def checkpoint(self):
-        from streamcert.harness.run.checkpoint import CheckpointState
-
-        return CheckpointState(latest_offsets=8, latest_commit=7)
-
-    def restart(self):
-        self.restarts += 1
-
-
-def test_a_first_batch_cell_an_earlier_strike_reached_kills_nothing_and_restarts_nothing(tmp_path):
-    """A first batch's kill strikes as soon as its moment shows: when an earlier strike of the run (a positioning kill
-    too) landed in that cell, another kill there is a restart that tests nothing new. A steady cell strikes its own
-    depth into the moment and is never skipped; nor is a cell no strike reached, nor one a strike only saw."""
-    driver, history = _Checkpointed(), History()
-    history.record("fault-start", fault="driver_kill_moment", moment="commit_in_flight", batch_class="first",
-                   strikes=[{"attempt": 2, "batch": 5, "moments": ["read_done", "writing"], "batch_class": "first",
-                             "landed": False},
-                            {"attempt": 2, "batch": 5, "moments": ["commit_in_flight", "read_done"],
-                             "batch_class": "first", "landed": True}])
-
-    def kill(**params):
-        return build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, params),
-                           FaultContext(history=history, workdir=tmp_path, driver=driver))
-
-    covered = kill(moment="read_done", batch_class="first")
-    covered.start()
-    event = history.events("fault-start")[-1]
-    assert event["covered_by"] == {"attempt": 2, "batch": 5, "moments": ["commit_in_flight", "read_done"],
-                                   "aimed_at": "commit_in_flight@first"}
-    assert event["reached"] is True and event["strikes"] == [] and event["in_window"] is False
-    covered.stop()
-    assert history.events("fault-stop")[-1]["covered"] is True and driver.restarts == 0
-    assert kill(moment="writing", batch_class="first")._covered_by() is None  # seen by a strike that did not land
-    assert kill(moment="read_done", batch_class="steady")._covered_by() is None
-    assert kill(moment="read_done", batch_class="replay_of_replay")._covered_by() is None
-    # the skipped fault adds no cell and no kill to the run's evidence
-    from streamcert.harness.verify.coverage import coverage_grid
-
-    schedule = [{"fault": "driver_kill_moment", "params": {"moment": m, "batch_class": "first"}}
-                for m in ("commit_in_flight", "read_done")]
-    assert coverage_grid(schedule, history.events()).missing() == []
-
-
 def test_a_spaced_out_wait_does_not_count_as_the_time_between_two_looks():
     """``due`` strikes early by the time between looks near the wanted moment: the 50-ms waits of a first batch's
     planning must not make it strike early in the moments after."""
