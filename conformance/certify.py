@@ -448,7 +448,8 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
              result: CertificationResult, on_run) -> None:
     order = _in_order(certification)
     for index, planned in enumerate(order):
-        _run_one(certification, stacks, planned, out, judged, result, on_run, None, _queries_after(order, index))
+        _run_one(certification, stacks, planned, out, judged, result, on_run, None, _queries_after(order, index),
+                 _next_query(order, index))
 
 
 def _queries_after(order: list[PlannedRun], index: int) -> int:
@@ -459,11 +460,19 @@ def _queries_after(order: list[PlannedRun], index: int) -> int:
                if later.brokers == order[index].brokers and later.procedure == "query")
 
 
+def _next_query(order: list[PlannedRun], index: int) -> PlannedRun | None:
+    """The first query run after ``order[index]`` on its stack: the run whose driver the stack's pool readies."""
+    return next((later for later in order[index + 1:]
+                 if later.brokers == order[index].brokers and later.procedure == "query"), None)
+
+
 def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun, out: Path, judged: list[JudgedRun],
-             result: CertificationResult, on_run, lock: threading.Lock | None, following: int | None = None) -> None:
+             result: CertificationResult, on_run, lock: threading.Lock | None, following: int | None = None,
+             upcoming: PlannedRun | None = None) -> None:
     """One planned run on ``stacks``, judged into ``result`` (under ``lock`` when jobs share it); ``following``:
-    the runs after it on the same stack (None: not known), for the stack's pool of warm drivers."""
-    from streamcert.harness.scenario import run_scenario
+    the runs after it on the same stack (None: not known), ``upcoming`` the next of them that starts a driver (None:
+    not known), for the stack's pool of warm drivers."""
+    from streamcert.harness.scenario import driver_session, run_scenario
 
     guard = lock if lock is not None else contextlib.nullcontext()
     reason = stacks.cannot_start(planned.brokers)
@@ -480,6 +489,7 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
     pool = stacks.pool(env)
     if pool is not None:
         pool.runs_left = following
+        pool.upcoming = driver_session(upcoming.scenario) if upcoming is not None else None
     run_result = run_scenario(env, planned.scenario, folder, driver_pool=pool)
     if planned.procedure == "query":
         _keep_leftovers(folder, _probe(run_result, env, load_connector(planned.scenario.sink, "sink")))

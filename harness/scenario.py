@@ -67,11 +67,11 @@ from streamcert.harness.verify.downtime import driver_downtime
 from streamcert.harness.verify.evidence import fault_reached, query_failures
 from streamcert.harness.verify.metrics import summarize
 from streamcert.harness.systems import StackSystem, addresses, input_system_of, output_system_of
-from streamcert.harness.systems.resolve import stack_addresses
+from streamcert.harness.systems.resolve import declared_input_system, declared_output_system, stack_addresses
 from streamcert.spi.connector import DRIFT_OPTION, Connector, QueryContext
 from streamcert.spi.external import ExternalSystem, InputRecord, InputWriter
 
-__all__ = ["Scenario", "RunResult", "run_scenario", "prepare_query", "SCHEMA_FILE", "json_schema",
+__all__ = ["Scenario", "RunResult", "run_scenario", "prepare_query", "driver_session", "SCHEMA_FILE", "json_schema",
            "UNRECORDED_ID_BASE", "WARM_UP_ID_BASE"]
 
 SCHEMA_FILE = SCHEMAS_DIR / "scenario.schema.json"
@@ -514,21 +514,50 @@ def _standalone_cluster(env: Any, scenario: Scenario, workdir: Path) -> Any:
 
 def _driver(env: Any, scenario: Scenario, context: QueryContext, connectors: list[Connector | None],
             systems: _RunSystems, workdir: Path, master: str | None = None, pool: Any = None) -> DriverProcess:
-    present = [c for c in connectors if c is not None]
-    spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
-    for system in systems.distinct:
-        spark_conf.update(system.spark_conf(dict(context.endpoints)))
-    for spec in scenario.schedule:  # what the run's faults need of the driver (the status API, say)
-        spark_conf.update(fault_kind(spec.fault).fault_class.spark_conf)
-    spark_conf.update(scenario.spark_conf)
-    packages = list(dict.fromkeys(p for c in present for p in c.packages_for(pyspark_version())))
-    jars = [str(path) for path in ensure_jars(packages)]  # resolved here, once, not by each driver attempt
-    if jars:
-        spark_conf["spark.jars"] = ",".join(filter(None, [spark_conf.get("spark.jars", ""), *jars]))
+    spark_conf = _spark_conf(scenario, connectors,
+                             [system.spark_conf(dict(context.endpoints)) for system in systems.distinct])
     params = query_params(scenario.source, scenario.sink, scenario.aggregator, context, scenario.trigger)
     spec = QuerySpec(BUILDER, context.checkpoint, params, master or scenario.master, spark_conf=spark_conf)
     return DriverProcess(spec, workdir / "driver", run_token=getattr(env, "run_token", ""),
                          standby=scenario.warm_standby, pool=pool)
+
+
+def _spark_conf(scenario: Scenario, connectors: list[Connector | None],
+                system_confs: list[Any]) -> dict[str, str]:
+    """The Spark settings of a run's driver: its connectors', its systems' (``system_confs``), its faults' and its
+    scenario's own, and the jars of the connectors' packages (resolved here, once, not by each driver attempt)."""
+    present = [c for c in connectors if c is not None]
+    spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
+    for conf in system_confs:
+        spark_conf.update(conf)
+    for spec in scenario.schedule:  # what the run's faults need of the driver (the status API, say)
+        spark_conf.update(fault_kind(spec.fault).fault_class.spark_conf)
+    spark_conf.update(scenario.spark_conf)
+    packages = list(dict.fromkeys(p for c in present for p in c.packages_for(pyspark_version())))
+    jars = [str(path) for path in ensure_jars(packages)]
+    if jars:
+        spark_conf["spark.jars"] = ",".join(filter(None, [spark_conf.get("spark.jars", ""), *jars]))
+    return spark_conf
+
+
+def driver_session(scenario: Scenario) -> tuple[str, dict[str, str]] | None:
+    """The master and Spark settings a run of ``scenario`` will start its driver with, worked out before the run
+    (nothing is started): a pool of warm drivers readies a child of them while the run before it drains.
+
+    None where only the run can tell: a standalone cluster's master (its URL is the run's), a connector's own
+    system (its settings may name the endpoints the stack gives it), a connector that does not load (the run
+    says why). A wrong answer costs only a cold start: a pooled child serves a driver of the very same session."""
+    if scenario.master == STANDALONE:
+        return None
+    try:
+        connectors = [load_connector(scenario.source, "source"), load_connector(scenario.sink, "sink"),
+                      load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None]
+        systems = [declared_input_system(connectors[0]), declared_output_system(connectors[1])]
+        if not all(isinstance(system, StackSystem) for system in systems):
+            return None
+        return scenario.master, _spark_conf(scenario, connectors, [system.spark_conf({}) for system in systems])
+    except Exception:  # noqa: BLE001 - a guess for a warm start never fails the run before; the run reports it
+        return None
 
 
 #: Batches written after the fault schedule is over, when the input is fed as the query reads.

@@ -242,3 +242,33 @@ def test_a_quick_shard_says_full_plan_only_of_what_the_quick_plan_has_no_run_for
         verdicts = {v.requirement: v for v in _verdicts(part, [])}
         assert verdicts["SNK-7"].evidence.get("full_plan_only") is True
         assert not verdicts["SNK-1"].evidence.get("full_plan_only"), (index, verdicts["SNK-1"])
+
+
+def test_a_run_tells_its_stack_s_pool_the_session_of_the_next_query_run_so_its_warm_driver_fits_that_run():
+    """Consecutive runs mostly differ in session (a kill run's status API, a task-failure run's retries, a zombie run's
+    cluster): the pool readies a child of the next query run's master and settings, worked out before that run."""
+    from streamcert.conformance.certify import _in_order, _next_query
+    from streamcert.harness.scenario import driver_session
+
+    order = _in_order(prepare(["streamcert-pg-2pc"], seed=1, quick=True))
+    names = [run.name for run in order]
+    following = {names[index]: getattr(_next_query(order, index), "name", None) for index in range(len(order))}
+    assert following == {"options": "baseline", "baseline": "driver-kills", "driver-kills": "task-failures",
+                         "task-failures": "zombies", "zombies": None}
+    sessions = {run.name: driver_session(run.scenario) for run in order if run.procedure == "query"}
+    assert sessions["baseline"][0] == "local[2,3]" and "spark.ui.enabled" not in sessions["baseline"][1]
+    assert sessions["driver-kills"][1]["spark.ui.enabled"] == "true"  # the moment kills read the status API
+    assert sessions["task-failures"][0] != sessions["driver-kills"][0]  # task retries: local[N,F]
+    assert sessions["zombies"][0].startswith("local-cluster[")
+    assert sessions["zombies"][1]["spark.storage.blockManagerHeartbeatTimeoutMs"] == "6000ms"
+
+
+def test_no_session_is_guessed_where_only_the_run_can_tell_it():
+    """A standalone cluster's master is its run's own URL; a connector's own system may put the endpoints the stack
+    gives it in the settings; a connector that does not load fails its own run, not the one before."""
+    from streamcert.harness.scenario import Scenario, driver_session
+
+    assert driver_session(Scenario("plain")) is not None
+    assert driver_session(Scenario("cluster", master="standalone")) is None
+    assert driver_session(Scenario("lake", source="streamcert-kafka", sink="delta-sink")) is None
+    assert driver_session(Scenario("broken", sink="tests.harness.scenario_connectors:no_such_sink")) is None

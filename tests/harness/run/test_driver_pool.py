@@ -72,6 +72,22 @@ def test_a_run_asks_for_a_child_of_its_settings_and_the_next_run_with_them_takes
     assert not (tmp_path / "pool").exists()
 
 
+def test_a_child_is_of_the_next_runs_session_when_the_caller_tells_it_else_of_the_run_that_asks(tmp_path, spawned):
+    kills = QuerySpec("a:b", "ck", master="local[2,3]", spark_conf={"spark.ui.enabled": "true"})
+    zombies = ("local-cluster[3,1,1024]", {"spark.executor.heartbeatInterval": "1s"})
+    with DriverPool(tmp_path / "pool") as pool:
+        pool.upcoming = zombies
+        pool.prepare(kills)  # a kill run ends; a zombie run is next
+        written = QuerySpec.from_json((spawned[0].log_path.parent / "session.json").read_text())
+        assert (written.master, written.spark_conf) == zombies and written.builder == "a:b"
+        assert pool.take(kills) is None  # a guess for another session does not serve this one
+        zombie_run = kills.replace(master=zombies[0], spark_conf=dict(zombies[1]), checkpoint="zombies")
+        assert pool.take(zombie_run).process is spawned[0]
+        pool.upcoming = None  # the caller cannot tell: the asking run's own session is the guess
+        pool.prepare(kills)
+        assert pool.take(kills).process is spawned[1]
+
+
 def test_a_child_that_died_while_it_waited_is_not_handed_out(tmp_path, spawned):
     spec = QuerySpec("a:b", "ck")
     with DriverPool(tmp_path / "pool") as pool:
