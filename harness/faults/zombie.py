@@ -258,11 +258,15 @@ class TaskZombie(Fault):
         return "task_running", running or {}
 
     def _watched_enough(self, look: dict[str, Any]) -> str | None:
-        """Why the output watch ends without a moment: :data:`_OUTPUT_WATCH_BATCHES` whole batches ran under it
-        (a sink that shows rows from its tasks shows them by then; an exactly-once sink never does, its rows show
-        in the driver's commit), or the driver stopped. Counted in batches, not seconds: the slowed link makes a
-        batch several times longer than before the watch."""
-        # the first batch seen may have begun before the watch, the last one has just begun
+        """Why the output watch ends without a moment: the rows of a batch it saw whole showed while none of its
+        tasks waited (an exactly-once sink shows them in the driver's commit, after its tasks: no batch of it ever
+        has a moment), :data:`_OUTPUT_WATCH_BATCHES` whole batches ran under it (rows that never show at all), or
+        the driver stopped. Counted in batches, not seconds: the slowed link makes a batch several times longer
+        than before the watch (a PostgreSQL 2PC batch took 12 s, and three of them were most of a zombie run)."""
+        # the first batch seen may have begun before the watch (its tasks unslowed), the last one has just begun
+        shown_at_commit = look.get("shown_outside_tasks", set()) - {look.get("first")}
+        if shown_at_commit:
+            return f"the rows of batch {min(shown_at_commit)} showed while none of its tasks ran"
         if len(look["batches"]) >= _OUTPUT_WATCH_BATCHES + 2:
             return f"{_OUTPUT_WATCH_BATCHES} batches ran without the moment"
         return None if self.driver.is_running() else "the driver is not running"
@@ -275,6 +279,7 @@ class TaskZombie(Fault):
         if pending != look.get("batch"):
             look["batch"], look["busy"] = pending, {}
             if pending is not None:
+                look.setdefault("first", pending)
                 look["batches"].add(pending)
         busy_now = busy_workers_by_executor(self.driver)
         for eid, pids in busy_now.items():
@@ -287,7 +292,10 @@ class TaskZombie(Fault):
         # that has just finished its task is off its JVM socket for a while (pyspark's gc.collect()), and counts only
         # when it waits on something (a task writing waits for its server's answer)
         waiting = any(blocked_elsewhere(pid) for pids in busy_now.values() for pid in pids)
-        if pending is None or self.driver.checkpoint().pending != pending or not waiting:
+        if pending is None or self.driver.checkpoint().pending != pending:
+            return None
+        if not waiting:
+            look.setdefault("shown_outside_tasks", set()).add(pending)
             return None
         return {eid: sorted(pids) for eid, pids in look["busy"].items()}
 

@@ -111,6 +111,39 @@ def test_rows_that_show_while_no_task_runs_are_no_moment_to_freeze(tmp_path, mon
     assert fault._grew_mid_task(output, look) is None
 
 
+def test_the_output_watch_ends_with_the_first_whole_batch_whose_rows_showed_after_its_tasks(tmp_path, monkeypatch):
+    """A two-phase sink's rows show in the driver's commit, after every task of the batch: no batch of it will ever
+    have the moment, so one batch seen whole is enough (three of them took a PostgreSQL 2PC zombie run ~36 s under
+    the slowed link). The first batch seen does not count: it may have begun before the watch, unslowed."""
+    from streamcert.harness.faults import zombie as module
+
+    driver, output = _Driver(), _Output()
+    fault = build_fault(FaultSpec("task_zombie", "executor", 0.0, 0.0, {}),
+                        FaultContext(driver=driver, history=History(), workdir=tmp_path, observer=output))
+    busy = {"1": [101]}
+    monkeypatch.setattr(module, "busy_workers_by_executor", lambda _driver: dict(busy))
+    monkeypatch.setattr(module, "blocked_elsewhere", lambda pid: True)
+    look = {"mark": 0, "batch": None, "busy": {}, "batches": set()}
+    assert fault._grew_mid_task(output, look) is None  # batch 4, seen from its middle
+    busy.clear()
+    output.mark = 10  # batch 4's commit
+    assert fault._grew_mid_task(output, look) is None and fault._watched_enough(look) is None
+    driver.pending = 5
+    busy["2"] = [202]
+    assert fault._grew_mid_task(output, look) is None and fault._watched_enough(look) is None  # its tasks run
+    busy.clear()
+    output.mark = 20  # batch 5's commit: every task had finished
+    assert fault._grew_mid_task(output, look) is None
+    assert fault._watched_enough(look) == "the rows of batch 5 showed while none of its tasks ran"
+    # a sink that shows rows from its tasks has its moment in its first whole batch instead
+    look = {"mark": 20, "batch": None, "busy": {}, "batches": set()}
+    driver.pending, busy["2"] = 6, [202]
+    assert fault._grew_mid_task(output, look) is None
+    driver.pending = 7
+    output.mark = 30  # a task of batch 7 still waits on its server's answer
+    assert fault._grew_mid_task(output, look) == {"2": [202]} and fault._watched_enough(look) is None
+
+
 def test_the_output_watch_lasts_whole_batches_however_long_the_slowed_link_makes_them(tmp_path, monkeypatch):
     """Six batches' time measured before the watch ended it before the first slowed batch's tasks even began
     (the commit-in-write mutant then froze a task that could not write, and passed SNK-6): the watch ends after
