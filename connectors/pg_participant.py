@@ -55,18 +55,32 @@ def arrow_rows(batches: Iterable[Any]) -> Iterator[tuple]:
         yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
 
-def prepare_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], txn: TxnId) -> int:
-    """Executor side: write ``rows`` in one transaction and PREPARE it as ``txn``; return the row count."""
+def prepare_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], txn: TxnId,
+                 session: "PostgresSession | None" = None) -> int:
+    """Executor side: write ``rows`` in one transaction and PREPARE it as ``txn``; return the row count. On the
+    ``session``'s connection when given (a task's decision lookup went through it: one connection a task, not two),
+    else on a connection of its own."""
+    if session is None:
+        with psycopg.connect(dsn) as conn:
+            return _copy_and_prepare(conn, table, columns, rows, txn)
+    conn = session.connection()
+    conn.autocommit = False  # the rows and their marker are one transaction, prepared, never committed here
+    count = _copy_and_prepare(conn, table, columns, rows, txn)
+    conn.autocommit = True  # PREPARE TRANSACTION ended it: the session is idle again
+    return count
+
+
+def _copy_and_prepare(conn: psycopg.Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+                      txn: TxnId) -> int:
     count = 0
-    with psycopg.connect(dsn) as conn:
-        copy_sql = sql.SQL("copy {} ({}) from stdin").format(
-            _ident(table), sql.SQL(", ").join(_ident(c) for c in columns))
-        with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
-            for row in rows:
-                copy.write_row(row)
-                count += 1
-        conn.execute(sql.SQL("insert into {} values (%s)").format(_ident(MARKERS_TABLE)), (str(txn),))
-        conn.execute(sql.SQL("prepare transaction {}").format(sql.Literal(str(txn))))
+    copy_sql = sql.SQL("copy {} ({}) from stdin").format(_ident(table), sql.SQL(", ").join(_ident(c) for c in columns))
+    with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
+        for row in rows:
+            copy.write_row(row)
+            count += 1
+    # the marker and the prepare in one round trip (one simple query, values inlined as literals)
+    conn.execute(sql.SQL("insert into {} values ({}); prepare transaction {}").format(
+        _ident(MARKERS_TABLE), sql.Literal(str(txn)), sql.Literal(str(txn))))
     return count
 
 

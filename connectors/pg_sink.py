@@ -4,11 +4,11 @@ Options: ``dsn`` (libpq connection string), ``table`` (created from the stream's
 if missing), ``sinkId`` (stable across restarts: it names the transactions and the
 decisions). Where each part runs:
 
-- ``streamWriter`` (driver; Spark may build the writer again in each Python worker it uses):
-  create the tables if missing;
+- ``streamWriter`` (driver; Spark builds it in a Python process for each batch's write and again for its commit):
+  create the tables if missing, once per process;
 - ``write`` (executors, one per task, Arrow batches): skip a batch whose decision is already recorded (a
   replay), else COPY the rows into one transaction and ``PREPARE TRANSACTION`` it under an id
-  encoding (sink, batch, partition, attempt); fault point ``pg-2pc.after-prepare``;
+  encoding (sink, batch, partition, attempt), on the lookup's connection; fault point ``pg-2pc.after-prepare``;
 - ``commit`` (driver): first *recover* earlier batches (commit prepared transactions their
   recorded decision names, roll back the rest: after a restart this is where recovery happens),
   then record this batch's decision and ``COMMIT PREPARED`` each transaction it names (fault
@@ -51,17 +51,34 @@ _RULES = OptionRules({"dsn": "a libpq connection string (required)", "table": "t
 T = TypeVar("T")
 
 
-def _retrying(what: str, timeout_ms: int, action: Callable[[], T]) -> T:
-    """``action()``, again after a lost or refused connection (psycopg's OperationalError) until ``timeout_ms``."""
+def _retrying(what: str, timeout_ms: int, action: Callable[[], T], session: PostgresSession | None = None) -> T:
+    """``action()``, again after a lost or refused connection (psycopg's OperationalError) until ``timeout_ms``;
+    the ``session``'s connection, lost with it, is dropped before each new try."""
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         try:
             return action()
         except psycopg.OperationalError as exc:
+            if session is not None:
+                session.close()
             if time.monotonic() >= deadline:
                 raise RuntimeError(f"{SINK_NAME}: {what} failed: PostgreSQL did not answer within "
                                    f"retryTimeoutMs={timeout_ms} ({exc})") from exc
             time.sleep(0.5)
+
+
+#: The tables this process made sure of, by (dsn, table, columns). Spark builds the writer in a Python process
+#: every batch, twice (the write's planning and the commit): asked each time, the three statements and their
+#: connection were ten of a batch's ~30 round trips to the database.
+_ENSURED: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
+
+
+def _ensure_table_once(dsn: str, table: str, kinds: list[tuple[str, str]], retry_timeout_ms: int) -> None:
+    key = (dsn, table, tuple(kinds))
+    if key in _ENSURED:
+        return
+    _retrying(f"creating table {table}", retry_timeout_ms, lambda: ensure_table(dsn, table, kinds))
+    _ENSURED.add(key)
 
 
 @dataclass
@@ -106,7 +123,7 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
         if unsupported:
             raise ConfigurationError(f"The {SINK_NAME} sink cannot store column(s) {', '.join(unsupported)}.",
                                      hint=f"Supported Spark types: {', '.join(SPARK_TO_PG)}; cast the others.")
-        _retrying(f"creating table {table}", retry_timeout_ms, lambda: ensure_table(dsn, table, kinds))
+        _ensure_table_once(dsn, table, kinds, retry_timeout_ms)
 
     #: the protocol's parts (a subclass may change one, as the project's mutants do)
     coordinator_class = Coordinator
@@ -130,19 +147,21 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
 
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-        decided = _retrying(f"the decision lookup of batch {batch_id}", self.retry_timeout_ms,
-                            lambda: PostgresDecisionLog(self.dsn).decision(self.sink_id, batch_id))
-        if decided is not None:
-            return PreparedMessage(skipped_replay=True)
-        # Arrow batches, not Rows: Spark hands a Row-based writer each row pickled, which cost more than the COPY
-        rows = list(arrow_rows(iterator))  # kept until prepared: a lost connection prepares them again
-        txns: list[TxnId] = []
+        with PostgresSession(self.dsn) as session:  # the lookup and the prepare: one connection
+            decided = _retrying(f"the decision lookup of batch {batch_id}", self.retry_timeout_ms,
+                                lambda: PostgresDecisionLog(self.dsn, session).decision(self.sink_id, batch_id),
+                                session)
+            if decided is not None:
+                return PreparedMessage(skipped_replay=True)
+            # Arrow batches, not Rows: Spark hands a Row-based writer each row pickled, which cost more than the COPY
+            rows = list(arrow_rows(iterator))  # kept until prepared: a lost connection prepares them again
+            txns: list[TxnId] = []
 
-        def prepare() -> int:
-            txns.append(TxnId.new(self.sink_id, batch_id, context.partitionId(), context.attemptNumber()))
-            return prepare_rows(self.dsn, self.table, self.columns, rows, txns[-1])
+            def prepare() -> int:
+                txns.append(TxnId.new(self.sink_id, batch_id, context.partitionId(), context.attemptNumber()))
+                return prepare_rows(self.dsn, self.table, self.columns, rows, txns[-1], session)
 
-        count = _retrying(f"the prepare of batch {batch_id}", self.retry_timeout_ms, prepare)
+            count = _retrying(f"the prepare of batch {batch_id}", self.retry_timeout_ms, prepare, session)
         reached(f"{_FAULT_POINTS}.after-prepare")
         return PreparedMessage([str(txns[-1])], count)
 

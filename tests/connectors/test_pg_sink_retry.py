@@ -40,3 +40,22 @@ def test_other_errors_are_not_retried():
     with pytest.raises(psycopg.errors.UndefinedTable):
         _retrying("x", 10_000, action)
     assert len(calls) == 1
+
+
+def test_a_session_lost_with_its_connection_is_dropped_so_the_next_try_connects_again():
+    class _Session:
+        closed = 0
+
+        def close(self):
+            self.closed += 1
+
+    session, calls = _Session(), []
+
+    def action():
+        calls.append(session.closed)
+        if len(calls) < 3:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return "prepared"
+
+    assert _retrying("the prepare of batch 4", 10_000, action, session) == "prepared"
+    assert calls == [0, 1, 2]  # every try after a loss began without the lost connection

@@ -184,3 +184,54 @@ def test_a_decided_transaction_that_vanished_is_reported_not_ignored(pg):
     coordinator.participant.rollback_prepared(txn)  # what a buggy recovery would do
     with pytest.raises(RuntimeError, match="rows are lost"):
         coordinator.commit(0, [txn])
+
+
+class _Task:
+    """What the sink's ``write`` reads of pyspark's TaskContext."""
+
+    def __init__(self, batch: int, partition: int, attempt: int = 0) -> None:
+        self.batch, self.partition, self.attempt = batch, partition, attempt
+
+    def getLocalProperty(self, key):
+        return str(self.batch) if key == "streaming.sql.batchId" else None
+
+    def partitionId(self):
+        return self.partition
+
+    def attemptNumber(self):
+        return self.attempt
+
+
+@pytest.mark.integration
+def test_a_task_looks_up_the_decision_and_prepares_its_rows_on_one_connection_and_tables_are_made_once(
+        stack, monkeypatch):
+    """A batch asked PostgreSQL ~30 round trips, each slowed by the network faults' latency: the tables' check in
+    every writer Spark builds (twice a batch), and two connections a task. Now: the tables once per process, one
+    connection a task; the prepared transaction and its marker are still one, and a replay still prepares nothing."""
+    import pyarrow as pa
+    import pyspark
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from streamcert.connectors import pg_participant, pg_sink
+
+    dsn, table, sink = stack.endpoints.postgres_dsn, f"out_{uuid.uuid4().hex[:8]}", f"sink-{uuid.uuid4().hex[:8]}"
+    schema = StructType([StructField("id", LongType())])
+    opened = []
+    real_connect = psycopg.connect
+    monkeypatch.setattr(pg_participant.psycopg, "connect", lambda *a, **k: opened.append(a) or real_connect(*a, **k))
+    writer = pg_sink.PostgresStreamWriter(dsn, table, sink, schema)
+    assert len(opened) == 1  # the tables made sure of
+    writer = pg_sink.PostgresStreamWriter(dsn, table, sink, schema)
+    assert len(opened) == 1  # the next writer in this process asks nothing
+    monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: _Task(7, 1)))
+    message = writer.write(iter([pa.record_batch([pa.array([1, 2, 3], pa.int64())], names=["id"])]))
+    assert len(opened) == 2 and message.rows == 3 and len(message.txn_ids) == 1
+    participant, log = PostgresParticipant(dsn), PostgresDecisionLog(dsn)
+    assert participant.prepared(sink) == message.txn_ids and _ids(dsn, table) == []
+    Coordinator(sink, participant, log, "test").commit(7, message.txn_ids)
+    assert _ids(dsn, table) == [1, 2, 3]
+    with real_connect(dsn) as conn:  # the marker committed with the rows
+        assert conn.execute(f"select count(*) from {pg_participant.MARKERS_TABLE} where gid = %s",
+                            (message.txn_ids[0],)).fetchone()[0] == 1
+    replay = writer.write(iter([pa.record_batch([pa.array([1, 2, 3], pa.int64())], names=["id"])]))
+    assert replay.skipped_replay and replay.txn_ids == [] and participant.prepared(sink) == []
