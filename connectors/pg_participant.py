@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -84,22 +85,45 @@ def _copy_and_prepare(conn: psycopg.Connection, table: str, columns: Sequence[st
     return count
 
 
+#: Idle connections kept by this process for its next session, by DSN (see :class:`PostgresSession`).
+_KEPT: dict[str, list[psycopg.Connection]] = {}
+_KEPT_LOCK = threading.Lock()
+
+
 class PostgresSession:
-    """One autocommit connection that a driver's commit or abort does all its work on, opened at first use.
+    """One autocommit connection that a driver's commit or abort, or a task's lookup and prepare, does all its work
+    on, opened at first use.
 
     A batch's commit asks for the prepared transactions twice, reads and writes the decision, and commits each
     task's transaction: a connection each (through the network's proxy) cost more than the statements. A
-    connection that fails fails the commit, which is retried whole with a new session.
+    connection that fails fails the commit, which is retried whole with a new session (:meth:`close` drops it).
+
+    ``keep``: a session that ends without an error hands its connection, idle, to this process's next session of
+    the same DSN instead of closing it. Spark reuses its Python workers and the process of its commits, and a new
+    connection costs ~5 round trips (TLS asked, startup, password exchange) and a server process. A kept connection
+    that died meanwhile (the server restarted) fails its first statement with the OperationalError the callers
+    retry on a new connection.
     """
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, keep: bool = False) -> None:
         self.dsn = dsn
+        self.keep = keep
         self._connection: psycopg.Connection | None = None
 
     def connection(self) -> psycopg.Connection:
         if self._connection is None:
-            self._connection = psycopg.connect(self.dsn, autocommit=True)
+            self._connection = (self._kept() if self.keep else None) or psycopg.connect(self.dsn, autocommit=True)
         return self._connection
+
+    def _kept(self) -> psycopg.Connection | None:
+        with _KEPT_LOCK:
+            idle = _KEPT.get(self.dsn, [])
+            while idle:
+                connection = idle.pop()
+                if _reusable(connection):
+                    return connection
+                connection.close()
+        return None
 
     def close(self) -> None:
         """Close the connection (idempotent; nothing to do if it was never opened)."""
@@ -110,8 +134,20 @@ class PostgresSession:
     def __enter__(self) -> "PostgresSession":
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        connection = self._connection
+        if self.keep and exc_type is None and connection is not None and _reusable(connection):
+            self._connection = None
+            with _KEPT_LOCK:
+                _KEPT.setdefault(self.dsn, []).append(connection)
+            return
         self.close()
+
+
+def _reusable(connection: psycopg.Connection) -> bool:
+    """Open, in autocommit, and idle: no transaction of an earlier session left open on it."""
+    return (not connection.closed and connection.autocommit
+            and connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
 
 
 @contextlib.contextmanager

@@ -135,9 +135,10 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
                                       self.decision_log_class(self.dsn, session), _FAULT_POINTS)
 
     def _in_session(self, action: Callable[[Coordinator], None]) -> Callable[[], None]:
-        """``action`` on a coordinator whose every statement goes through one connection, closed at its end."""
+        """``action`` on a coordinator whose every statement goes through one connection, kept for this process's
+        next commit when ``action`` ends well, closed when it fails."""
         def run() -> None:
-            with PostgresSession(self.dsn) as session:
+            with PostgresSession(self.dsn, keep=True) as session:
                 action(self._coordinator(session))
         return run
 
@@ -147,7 +148,7 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
 
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-        with PostgresSession(self.dsn) as session:  # the lookup and the prepare: one connection
+        with PostgresSession(self.dsn, keep=True) as session:  # the lookup and the prepare: one connection, kept
             decided = _retrying(f"the decision lookup of batch {batch_id}", self.retry_timeout_ms,
                                 lambda: PostgresDecisionLog(self.dsn, session).decision(self.sink_id, batch_id),
                                 session)

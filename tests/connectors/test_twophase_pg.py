@@ -233,5 +233,34 @@ def test_a_task_looks_up_the_decision_and_prepares_its_rows_on_one_connection_an
     with real_connect(dsn) as conn:  # the marker committed with the rows
         assert conn.execute(f"select count(*) from {pg_participant.MARKERS_TABLE} where gid = %s",
                             (message.txn_ids[0],)).fetchone()[0] == 1
+    before_replay = len(opened)
     replay = writer.write(iter([pa.record_batch([pa.array([1, 2, 3], pa.int64())], names=["id"])]))
+    assert len(opened) == before_replay  # the first task's connection was kept for the worker's next task
     assert replay.skipped_replay and replay.txn_ids == [] and participant.prepared(sink) == []
+
+
+@pytest.mark.integration
+def test_a_kept_connection_the_server_dropped_is_replaced_and_the_task_still_prepares_once(stack, monkeypatch):
+    """Kept connections outlive a batch; a server restart (or a network fault) ends them while they wait. The next
+    task's first statement fails on it, and the task goes on on a new connection."""
+    import pyarrow as pa
+    import pyspark
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from streamcert.connectors import pg_participant, pg_sink
+
+    dsn, table, sink = stack.endpoints.postgres_dsn, f"out_{uuid.uuid4().hex[:8]}", f"sink-{uuid.uuid4().hex[:8]}"
+    writer = pg_sink.PostgresStreamWriter(dsn, table, sink, StructType([StructField("id", LongType())]))
+    rows = [pa.record_batch([pa.array([5, 6], pa.int64())], names=["id"])]
+    monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: _Task(1, 0)))
+    first = writer.write(iter(rows))
+    [kept] = pg_participant._KEPT[dsn][-1:]
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("select pg_terminate_backend(%s)", (kept.info.backend_pid,))
+    monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: _Task(2, 0)))
+    second = writer.write(iter(rows))
+    assert kept.closed and second.rows == 2 and len(second.txn_ids) == 1
+    coordinator = Coordinator(sink, PostgresParticipant(dsn), PostgresDecisionLog(dsn), "test")
+    coordinator.commit(1, first.txn_ids)
+    coordinator.commit(2, second.txn_ids)
+    assert _ids(dsn, table) == [5, 5, 6, 6] and coordinator.participant.prepared(sink) == []
