@@ -78,7 +78,7 @@ def _retrying(what: str, timeout_ms: int, action: Callable[[], T], session: Post
 
 #: The tables this process made sure of, by (dsn, table, columns). Spark builds the writer in a Python process
 #: every batch, twice (the write's planning and the commit): asked each time, the three statements and their
-#: connection were ten of a batch's ~30 round trips to the database.
+#: connection were about ten of a batch's ~50 round trips to the database.
 _ENSURED: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
 
 
