@@ -43,6 +43,7 @@ from streamcert.harness.run.driver_pool import DriverPool
 from streamcert.harness.stack.jvm_start import CERTIFICATION_JIT, default_jit
 from streamcert.harness.stack.python_forks import CERTIFICATION_FORK_SERVER, default_fork_server
 from streamcert.harness.stack.spark_checkpoints import CERTIFICATION_CHECKPOINT_MANAGER, default_checkpoint_manager
+from streamcert.harness.stack.spark import runs_in_driver
 from streamcert.harness.systems import addresses, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
 from streamcert.harness.verify.checkers import CheckResult
@@ -452,18 +453,23 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
                  _next_query(order, index))
 
 
+def _poolable_after(order: list[PlannedRun], index: int) -> list[PlannedRun]:
+    """The runs after ``order[index]`` on its stack (the same brokers) that a warm driver of the stack's pool can
+    serve: query runs whose master runs tasks in the driver (an options probe or an acknowledged-writes run starts
+    no driver, a zombie run's cluster or a standalone run's executors are JVMs of their own: a child asked for them
+    would wait unused)."""
+    return [later for later in order[index + 1:] if later.brokers == order[index].brokers
+            and later.procedure == "query" and runs_in_driver(later.scenario.master)]
+
+
 def _queries_after(order: list[PlannedRun], index: int) -> int:
-    """The query runs after ``order[index]`` on its stack (the same brokers): the runs a warm driver of the stack's
-    pool can serve (an options probe or an acknowledged-writes run starts no driver, and a child asked for them
-    would wait unused until the stack stops)."""
-    return sum(1 for later in order[index + 1:]
-               if later.brokers == order[index].brokers and later.procedure == "query")
+    """How many runs after ``order[index]`` a warm driver of its stack's pool can serve (:func:`_poolable_after`)."""
+    return len(_poolable_after(order, index))
 
 
 def _next_query(order: list[PlannedRun], index: int) -> PlannedRun | None:
-    """The first query run after ``order[index]`` on its stack: the run whose driver the stack's pool readies."""
-    return next((later for later in order[index + 1:]
-                 if later.brokers == order[index].brokers and later.procedure == "query"), None)
+    """The first run after ``order[index]`` that a warm driver can serve: the run whose driver the pool readies."""
+    return next(iter(_poolable_after(order, index)), None)
 
 
 def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun, out: Path, judged: list[JudgedRun],

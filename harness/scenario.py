@@ -326,8 +326,8 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
         run.history.record("load-done", **ledger.counts(), **({"fed": feed.stopped_at} if feed else {}))
     result.ledger_counts = ledger.counts()
     timeline.join()
-    if run.driver.pool is not None:  # the next run's first attempt warms while this one drains
-        run.driver.pool.prepare(run.driver.spec)
+    if driver_pool is not None:  # the next run's first attempt warms while this one drains (whether or not this
+        driver_pool.prepare(run.driver.spec)  # run's own driver could take a pooled child)
     if run.watch is not None:
         run.watch.stop()
     expected = set(ledger.frame.loc[ledger.frame["status"] == "acked", "id"])

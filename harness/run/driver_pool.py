@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from streamcert.harness.run.driver import POOLED_ATTEMPT, QuerySpec, Standby, session_key, spawn_driver_child
+from streamcert.harness.stack.spark import runs_in_driver
 
 __all__ = ["POOL_SESSIONS", "DriverPool"]
 
@@ -82,6 +83,8 @@ class DriverPool:
         if self.upcoming is not None:
             master, spark_conf = self.upcoming
             spec = spec.replace(master=master, spark_conf=dict(spark_conf))
+        if not runs_in_driver(spec.master):  # executors of their own: no driver of that session takes a child
+            return
         key = session_key(spec)
         if key in self._waiting:
             self._waiting[key] = self._waiting.pop(key)  # wanted lately: the last to go

@@ -74,18 +74,24 @@ def test_a_run_asks_for_a_child_of_its_settings_and_the_next_run_with_them_takes
 
 def test_a_child_is_of_the_next_runs_session_when_the_caller_tells_it_else_of_the_run_that_asks(tmp_path, spawned):
     kills = QuerySpec("a:b", "ck", master="local[2,3]", spark_conf={"spark.ui.enabled": "true"})
-    zombies = ("local-cluster[3,1,1024]", {"spark.executor.heartbeatInterval": "1s"})
+    retries = ("local[2,7]", {"spark.ui.enabled": "true"})
     with DriverPool(tmp_path / "pool") as pool:
-        pool.upcoming = zombies
-        pool.prepare(kills)  # a kill run ends; a zombie run is next
+        pool.upcoming = retries
+        pool.prepare(kills)  # a kill run ends; a task-failure run is next
         written = QuerySpec.from_json((spawned[0].log_path.parent / "session.json").read_text())
-        assert (written.master, written.spark_conf) == zombies and written.builder == "a:b"
+        assert (written.master, written.spark_conf) == retries and written.builder == "a:b"
         assert pool.take(kills) is None  # a guess for another session does not serve this one
-        zombie_run = kills.replace(master=zombies[0], spark_conf=dict(zombies[1]), checkpoint="zombies")
-        assert pool.take(zombie_run).process is spawned[0]
+        task_failures = kills.replace(master=retries[0], spark_conf=dict(retries[1]), checkpoint="tasks")
+        assert pool.take(task_failures).process is spawned[0]
         pool.upcoming = None  # the caller cannot tell: the asking run's own session is the guess
         pool.prepare(kills)
         assert pool.take(kills).process is spawned[1]
+        # a cluster's executors are JVMs of their own: no driver of it takes a child, so none is started
+        pool.upcoming = ("local-cluster[3,1,1024]", {})
+        pool.prepare(kills)
+        pool.upcoming = None
+        pool.prepare(kills.replace(master="spark://127.0.0.1:7077"))
+        assert len(spawned) == 2 and pool.waiting() == []
 
 
 def test_a_child_that_died_while_it_waited_is_not_handed_out(tmp_path, spawned):
