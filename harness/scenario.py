@@ -374,11 +374,16 @@ def _run_procedure(env: Any, scenario: Scenario, workdir: Path, result: RunResul
     run_options_probe(env, spec, procedure, connector, workdir, result)
 
 
+def _connectors(scenario: Scenario) -> list[Connector | None]:
+    """The scenario's source, sink and aggregator (None without one), loaded."""
+    return [load_connector(scenario.source, "source"), load_connector(scenario.sink, "sink"),
+            load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None]
+
+
 def prepare_query(env: Any, scenario: Scenario, workdir: Path) -> tuple[QueryContext, QuerySpec]:
     """The query of ``scenario`` ready to start elsewhere (the GEN-2 option probe): its input topic and output made,
     its context and its driver spec (jars resolved). Nothing is loaded and nothing starts."""
-    connectors = [load_connector(scenario.source, "source"), load_connector(scenario.sink, "sink"),
-                  load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None]
+    connectors = _connectors(scenario)
     source, sink = connectors[0], connectors[1]
     systems = _systems(env, scenario, source, sink)
     context = _context(env, scenario, systems, workdir)
@@ -550,8 +555,7 @@ def driver_session(scenario: Scenario) -> tuple[str, dict[str, str]] | None:
     if scenario.master == STANDALONE:
         return None
     try:
-        connectors = [load_connector(scenario.source, "source"), load_connector(scenario.sink, "sink"),
-                      load_connector(scenario.aggregator, "aggregator") if scenario.aggregator else None]
+        connectors = _connectors(scenario)
         systems = [declared_input_system(connectors[0]), declared_output_system(connectors[1])]
         if not all(isinstance(system, StackSystem) for system in systems):
             return None
