@@ -49,6 +49,8 @@ import pandas as pd
 from streamcert.spi.errors import ConfigurationError
 from streamcert.spi.options import OptionRules
 
+from .worker_gc import freeze_imports
+
 __all__ = ["ROCKSDB_PROVIDER", "TICK_GROUP", "OUTPUT_SCHEMA", "ITEM_FIELDS", "Flush", "plan_flush", "BatchAggregator",
            "aggregate_batches", "parse_aggregator_options"]
 
@@ -125,6 +127,7 @@ class BatchAggregator:
 
     def init(self, handle) -> None:
         """Executors (and once on the driver, for the state schemas): declare the state."""
+        freeze_imports()
         self.handle = handle
         self.buffer = handle.getListState("buffer", _BUFFER_SCHEMA)
         self.meta = handle.getValueState("meta", _META_SCHEMA)

@@ -32,6 +32,7 @@ from streamcert.spi.errors import ConfigurationError
 from .kafka_sink_options import SINK_NAME, SinkOptions, parse_sink_options
 from .kafka_write_ahead import StagedRange, commit_batch, ensure_topics, stage_rows
 from .twophase import TxnId
+from .worker_gc import freeze_imports
 
 __all__ = ["SINK_NAME", "KafkaTwoPhaseSink", "KafkaStreamWriter", "StagedMessage"]
 
@@ -68,6 +69,7 @@ class KafkaTwoPhaseSink(DataSource):
         return SINK_NAME
 
     def streamWriter(self, schema, overwrite: bool) -> "KafkaStreamWriter":
+        freeze_imports()
         options = parse_sink_options(dict(self.options))
         _check_schema(schema)
         ensure_topics(options)
@@ -85,6 +87,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         """Executor: stage this task's rows; the range goes to the driver in the commit message."""
         from pyspark import TaskContext
 
+        freeze_imports()
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
         txn = TxnId.new(self.options.sink_id, batch_id, context.partitionId(), context.attemptNumber())
@@ -92,6 +95,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages, batchId: int) -> None:
         """Driver: copy the staged rows and record the batch in one transaction (idempotent)."""
+        freeze_imports()
         ranges = [rng for message in messages if message is not None for rng in message.ranges]
         self.commit_batch(self.options, batchId, ranges)
 

@@ -58,6 +58,7 @@ from .assignment import assign
 from .kafka_client import KeptConsumers
 from .kafka_offsets import Offsets, from_json, limit_rows, ranges, to_json
 from .kafka_options import SourceOptions, parse_source_options
+from .worker_gc import freeze_imports
 
 __all__ = ["SOURCE_NAME", "SCHEMA", "ARROW_SCHEMA", "KafkaOffsetSource", "KafkaStreamReader"]
 
@@ -312,6 +313,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: _Range) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: read exactly ``[from, until)`` of each assigned partition."""
+        freeze_imports()
         with _kept_reader(self.options) as consumer:
             yield from self._read_with(consumer, partition)
 

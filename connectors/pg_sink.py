@@ -48,6 +48,7 @@ from streamcert.spi.options import SPARK_WRITER_OPTIONS, OptionRules
 from .pg_participant import (SPARK_TO_PG, PostgresDecisionLog, PostgresParticipant, PostgresSession, arrow_rows,
                              ensure_table, prepare_rows)
 from .twophase import Coordinator, TxnId, validate_sink_id
+from .worker_gc import freeze_imports
 
 __all__ = ["SINK_NAME", "PostgresTwoPhaseSink", "PostgresStreamWriter", "PreparedMessage"]
 
@@ -118,6 +119,7 @@ class PostgresTwoPhaseSink(DataSource):
         return SINK_NAME
 
     def streamWriter(self, schema, overwrite: bool) -> "PostgresStreamWriter":
+        freeze_imports()
         dsn, table, sink_id = _options(self.options)
         return self.writer_class(dsn, table, sink_id, schema, _retry_timeout_ms(self.options))
 
@@ -155,6 +157,7 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
         """Executor: prepare this task's rows under a transaction id naming the batch, partition and attempt."""
         from pyspark import TaskContext
 
+        freeze_imports()
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
         with PostgresSession(self.dsn, keep=True) as session:  # the lookup and the prepare: one connection, kept
@@ -177,11 +180,13 @@ class PostgresStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages, batchId: int) -> None:
         """Driver: record the decision for ``batchId``, then commit what it names (idempotent, so retried)."""
+        freeze_imports()
         txns = [txn for message in messages if message is not None for txn in message.txn_ids]
         _retrying(f"the commit of batch {batchId}", self.retry_timeout_ms,
                   self._in_session(lambda coordinator: coordinator.commit(batchId, txns)))
 
     def abort(self, messages, batchId: int) -> None:
+        freeze_imports()
         txns = [txn for message in messages if message is not None for txn in message.txn_ids]
         _retrying(f"the abort of batch {batchId}", self.retry_timeout_ms,
                   self._in_session(lambda coordinator: coordinator.abort(batchId, txns)))
