@@ -64,7 +64,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from streamcert.spi.errors import ConfigurationError
 from streamcert.spi.fault_points import reached
-from .kafka_client import KeptConsumers, client_conf, create_topic, take
+from .kafka_client import KeptConsumers, client_conf, create_topic, take, wait_for_metadata
 
 from .kafka_sink_options import SINK_NAME, SinkOptions
 from .row_blocks import decode_block, encode_blocks
@@ -176,6 +176,7 @@ def _new_producer(options: SinkOptions, transactional_id: str, extra: dict[str, 
         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, **options.kafka_conf,
         **extra})  # the sink's own settings for this producer win
     producer = Producer(conf)
+    wait_for_metadata(producer, options.topic)
     producer.init_transactions(options.transaction_timeout_ms / 1000)
     return producer
 
@@ -428,6 +429,7 @@ def _staging_producer(options: SinkOptions) -> Producer:
                 "linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
                 **options.kafka_conf, "enable.idempotence": True, "acks": "all",
                 "message.max.bytes": _STAGING_MAX_MESSAGE_BYTES}))
+            wait_for_metadata(producer, options.staging_topic)
         return producer
 
 

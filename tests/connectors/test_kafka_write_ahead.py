@@ -390,3 +390,35 @@ def test_a_batch_another_driver_decided_after_this_committers_last_commit_is_not
     result = wa.commit_batch(options, 1, [staged])  # this (now zombie) driver is asked to commit batch 1 too
     assert result["replay"] is True and result["decision_log_read"] is True
     assert _output(options) == _values(range(10))  # once, not twice
+
+
+def test_a_new_producer_waits_for_its_first_metadata_and_one_made_while_the_broker_is_away_still_stages(clean_links):
+    """A new staging or committer producer asks for metadata first, so its producer id is asked at once (librdkafka
+    otherwise asks on a 500-ms timer: every new Python worker's first staging waited for it). A broker that does
+    not answer in time is not an error: the producer is used as it is and stages once the broker is back."""
+    import threading
+
+    from streamcert.connectors.kafka_client import wait_for_metadata
+
+    env = clean_links
+    bootstrap = env.endpoints.bootstrap_servers
+    topic = f"wa-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic)
+    assert wait_for_metadata(Producer(client_conf(bootstrap)), topic, timeout=10.0)
+    began = time.monotonic()
+    assert not wait_for_metadata(Producer(client_conf("127.0.0.1:1")), topic, timeout=1.0)
+    assert time.monotonic() - began < 5
+
+    opts = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                               "sinkId": f"s{uuid.uuid4().hex[:8]}", "transactionTimeoutMs": "30000",
+                               "copyTimeoutMs": "30000", "kafka.client.id": f"new-{uuid.uuid4().hex[:8]}"})
+    wa.ensure_topics(opts)
+    assert wa._staging_key(opts) not in wa._producers  # a client.id of its own: this process has no producer for it
+    env.kafka_link.disable()
+    threading.Timer(2.0, env.kafka_link.enable).start()
+    try:
+        staged = _stage(opts, 0, 0, range(20))  # its producer is made while the broker is away
+    finally:
+        env.kafka_link.enable()
+    wa.commit_batch(opts, 0, [staged])
+    assert staged.rows == 20 and _output(opts) == _values(range(20))
