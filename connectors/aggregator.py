@@ -127,7 +127,10 @@ class BatchAggregator:
 
     def init(self, handle) -> None:
         """Executors (and once on the driver, for the state schemas): declare the state."""
-        freeze_imports()
+        from pyspark import TaskContext
+
+        if TaskContext.get() is not None:  # a worker's; the driver's call runs in the user's own process
+            freeze_imports()
         self.handle = handle
         self.buffer = handle.getListState("buffer", _BUFFER_SCHEMA)
         self.meta = handle.getValueState("meta", _META_SCHEMA)

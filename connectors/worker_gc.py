@@ -8,12 +8,13 @@ it is garbage: it is the imported modules. On a machine whose cores the driver, 
 CPU is taken from the batch itself (a reference pipeline at 1,000 records/s spent ~0.5 core in its Python workers).
 
 ``gc.freeze()`` moves every object the process holds to the permanent generation, which collections skip; later
-objects (a task's rows, its iterators) are collected as before. Called once per process, before the connector's
-own work in each method Spark runs in a worker (``read``, ``write``, ``streamWriter``, ``commit``, ``abort``),
-it freezes the imports, the unpickled command of the task that calls it, and whatever cyclic garbage happens to be
-alive then: a bounded, once-per-process cost, the same trade CPython's documentation describes for pre-fork
-servers. A process forked later (pyspark's daemon forks its workers) inherits the frozen generation and freezes
-what it gained since on its own first call.
+objects (a task's rows, its iterators) are collected as before. It is called once per process, before the
+connector's own work in each method Spark runs in a worker: ``read``, ``write``, ``streamWriter``, ``commit``,
+``abort``, and an aggregator's ``init`` on executors. It is never called in the user's own process, whose garbage
+is the user's. It freezes the imports, the unpickled command of the task that calls it, and whatever cyclic
+garbage happens to be alive then: a bounded, once-per-process cost, the same trade CPython's documentation
+describes for pre-fork servers. A process forked later (pyspark's daemon forks its workers) inherits the frozen
+generation and freezes what it gained since on its own first call.
 """
 
 from __future__ import annotations
