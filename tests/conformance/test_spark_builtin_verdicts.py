@@ -22,7 +22,9 @@ def _checks(verdict) -> dict[str, dict]:
 @pytest.mark.parametrize("connector", ["spark-kafka-sink",
                                        pytest.param("spark-foreachbatch-pg", marks=pytest.mark.slow)])
 def test_an_at_least_once_sink_fails_snk_1_with_duplicates_and_nothing_lost(connector, stack, tmp_path):
-    result = certify(prepare([connector], ["SNK-1"], seed=1, quick=True, fail_fast=True), tmp_path,
+    # seed 8's first kill lands where an at-least-once sink's output is visible before Spark commits (seed 1's came
+    # fourth): the run ends at its first finding, in ~50 s rather than ~80
+    result = certify(prepare([connector], ["SNK-1"], seed=8, quick=True, fail_fast=True), tmp_path,
                      environment=stack)
     [verdict] = result.verdicts
     checks = _checks(verdict)
