@@ -3,11 +3,14 @@
 A fault is built from a :class:`~streamcert.harness.faults.schedule.FaultSpec` and the context of the run by
 :func:`streamcert.harness.faults.registry.build_fault`. ``start()`` and ``stop()`` run in the harness process
 (the scenario's fault timeline, or a test) and are idempotent; each records ``fault-start`` / ``fault-stop`` in
-the run's :class:`~streamcert.harness.run.history.History`, with what the fault hit.
+the run's :class:`~streamcert.harness.run.history.History`, with what the fault hit. A fault that waits for its
+moment before it acts gives up on :meth:`Fault.cancel` (its timeline was cut short) by raising :class:`FaultCancelled`
+from ``start()``: nothing was injected, so there is nothing to heal.
 """
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
     from streamcert.harness.run.observers.base import Observer
     from streamcert.harness.stack.environment import Environment
 
-__all__ = ["FaultContext", "Fault", "FaultNotApplicable", "within"]
+__all__ = ["FaultContext", "Fault", "FaultCancelled", "FaultNotApplicable", "within"]
 
 T = TypeVar("T")
 
@@ -54,6 +57,11 @@ class FaultNotApplicable(ConfigurationError):
     by skipped faults is skipped with this reason, never failed."""
 
 
+class FaultCancelled(Exception):
+    """A fault waiting for its moment was cancelled before it struck (:meth:`Fault.cancel`): it injected nothing.
+    The timeline records it as ``fault-cancelled``, as it does a fault that never started."""
+
+
 class Fault(ABC):
     """One fault of a schedule. Subclasses define ``_inject`` and ``_heal`` (each returns the event's details).
 
@@ -74,6 +82,7 @@ class Fault(ABC):
         #: The spec's parameters, checked and typed by its kind's model (defaults filled in).
         self.params: Any = spec.typed_params()
         self.active = False
+        self._cancelled = threading.Event()
         for need in self.needs:
             _REQUIRE[need](self)
 
@@ -85,6 +94,17 @@ class Fault(ABC):
         self.active = True
         self.history.record("fault-start", fault=self.spec.fault, target=self.spec.target,
                             params=self.spec.params, stream=self.spec.stream, **(details or {}))
+
+    def cancel(self) -> None:
+        """Ask the fault to act no more: called by the fault timeline, from another thread, when the timeline is cut
+        short (a run's first finding ends its schedule). A fault that waits for a moment of the query gives up at its
+        next look; one that acts at once has nothing to give up. Idempotent."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._cancelled.is_set()
 
     def stop(self) -> None:
         """Heal the fault; called after its duration and again at teardown (a no-op unless started)."""

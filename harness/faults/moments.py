@@ -37,7 +37,7 @@ import requests
 from pydantic import Field
 
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.faults.base import Fault
+from streamcert.harness.faults.base import Fault, FaultCancelled
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.harness.run.checkpoint import CheckpointState
 from streamcert.harness.stack.spark import runs_in_driver
@@ -242,6 +242,8 @@ class DriverKillAtMoment(Fault):
         #: (link, toxic names) while the link is slowed
         self._toxics: tuple[Any, list[str]] | None = None
         self._slowed: dict[str, Any] | None = None
+        #: cancelled after a positioning kill's restart: the query runs on, and the heal restarts nothing
+        self._left_running = False
 
     def _inject(self) -> dict[str, Any]:
         params, driver = self.params, self.driver
@@ -257,6 +259,8 @@ class DriverKillAtMoment(Fault):
                 try:
                     strike = self._watch_attempt(deadline)
                 except _Missed as miss:
+                    if self.cancelled:
+                        break
                     strikes.append(self._position(str(miss), deadline))
                     continue
                 if strike is not None:
@@ -265,11 +269,15 @@ class DriverKillAtMoment(Fault):
         finally:
             self._unslow()
         reached = any(strike["landed"] and strike["wanted"] for strike in strikes)
+        # cancelled while it watched (the run's first finding ended its schedule): the query goes on as it is
+        self._left_running = self.cancelled and not reached and driver.is_running()
+        if self._left_running and not strikes:
+            raise FaultCancelled("cancelled before it struck: the run's schedule was cut short")
         # output seen while the tasks ran is the connector's doing: a correct sink never shows it (its tasks stage or
         # prepare); a task kill that watched its batches and never saw it found the moment absent, not missed
         absent = (not self.kills_driver and params.moment == "output_visible" and not self._seen_wanted
                   and self._watched > params.tries)
-        if self.kills_driver and driver.is_running():  # nothing struck in time: kill anyway, stop() restarts
+        if self.kills_driver and driver.is_running() and not self._left_running:  # nothing struck: kill anyway
             strikes.append(self._kill_now("gave up: killed where the query was"))
         final = driver.checkpoint()
         return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": reached,
@@ -277,11 +285,14 @@ class DriverKillAtMoment(Fault):
                 "strikes": strikes, "let_go": self._let_go, "slowed": self._slowed,
                 **({} if reached else {"watched": self._log.as_list(),
                                        "learnt": _learnt(_LENGTHS.get(driver, {}))}),
+                **({"cancelled": True} if self._left_running else {}),
                 "in_window": reached and params.moment != "just_committed",
                 "pending_batch": final.pending, "latest_commit": final.latest_commit}
 
     def _heal(self) -> dict[str, Any]:
         self._unslow()
+        if self._left_running:  # cancelled after a positioning kill's restart: the attempt running is the last
+            return {"attempt": self.driver.attempt, "restarted": False}
         self.driver.restart()
         return {"attempt": self.driver.attempt}
 
@@ -339,7 +350,7 @@ class DriverKillAtMoment(Fault):
         self._status_api = status
         idled = 0.0  # the waits longer than _LOOK_INTERVAL_S since the clock's last look
         try:
-            while time.monotonic() < deadline and driver.is_running():
+            while time.monotonic() < deadline and driver.is_running() and not self.cancelled:
                 seen = self._look(status, attempt, start)
                 if seen is not None:
                     now = time.monotonic()
@@ -408,7 +419,8 @@ class DriverKillAtMoment(Fault):
         """The status API of ``attempt`` once its query started (a batch a killed attempt left pending shows in the
         checkpoint at once: striking before the query even started would hit start-up, not a batch)."""
         driver = self.driver
-        while time.monotonic() < deadline and driver.is_running() and driver.attempt == attempt:
+        while (time.monotonic() < deadline and driver.is_running() and driver.attempt == attempt
+               and not self.cancelled):
             events = driver.events(attempt)
             session = next((e for e in events if e.get("event") == "session"), None)
             if session is not None and any(e.get("event") == "started" for e in events):
@@ -478,7 +490,7 @@ class DriverKillAtMoment(Fault):
         status = self._status(attempt, deadline)
         start = driver.start_states.get(attempt, CheckpointState(None, None))
         try:
-            while status is not None and time.monotonic() < deadline and driver.is_running():
+            while status is not None and time.monotonic() < deadline and driver.is_running() and not self.cancelled:
                 seen = self._look(status, attempt, start)
                 if seen is not None and seen.moments and "just_committed" not in seen.moments:
                     strike = self._freeze_and_decide(seen)
@@ -489,6 +501,9 @@ class DriverKillAtMoment(Fault):
         finally:
             if status is not None:
                 status.close()
+        if self.cancelled:
+            return {"attempt": attempt, "batch": None, "moments": [], "batch_class": None, "landed": False,
+                    "wanted": False, "positioning": why, "cancelled": True}
         strike = self._kill_now(why)
         driver.restart()
         return strike

@@ -7,8 +7,9 @@ every fault goes through the registry and records its ``fault-start`` / ``fault-
 Schedule semantics: a fault starts ``at_s`` seconds after the timeline began; an entry with ``after`` set starts
 ``at_s`` seconds after that earlier entry stopped, so faults can be chained (kill at one protocol step, then at the
 next). A fault's ``duration_s`` is held once its start returned. A timeline that is cut short
-(:meth:`FaultTimeline.cut_short`) starts no further fault: each records ``fault-cancelled`` with the reason, and the
-faults under way finish. Runs in the harness's process: one thread gates the timeline, then one thread per fault.
+(:meth:`FaultTimeline.cut_short`) starts no further fault: each records ``fault-cancelled`` with the reason; a fault
+under way that still waits for its moment is cancelled too (:meth:`Fault.cancel`: it gives up before it strikes, or
+strikes nothing more), and the others finish. Runs in the harness's process: one thread gates the timeline, then one thread per fault.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from streamcert.harness.faults.base import Fault, FaultNotApplicable
+from streamcert.harness.faults.base import Fault, FaultCancelled, FaultNotApplicable
 
 if TYPE_CHECKING:
     from streamcert.harness.faults.schedule import FaultSpec
@@ -32,6 +33,8 @@ def recorded(history: History, spec: FaultSpec, phase: str, action: Callable[[],
     raised: one fault that cannot act must not end the run."""
     try:
         action()
+    except FaultCancelled as exc:
+        history.record("fault-cancelled", fault=spec.fault, phase=phase, reason=str(exc))
     except FaultNotApplicable as exc:
         history.record("fault-skip", fault=spec.fault, phase=phase, reason=exc.message)
     except Exception as exc:  # noqa: BLE001 - see above
@@ -77,10 +80,13 @@ class FaultTimeline:
                    for spec, stopping in zip(self.specs, self._stopping, strict=True))
 
     def cut_short(self, reason: str) -> None:
-        """Start no further fault (those under way finish); idempotent, the first reason stays."""
+        """Start no further fault, and cancel those under way (a fault waiting for its moment gives up; one that
+        struck finishes); idempotent, the first reason stays."""
         if self._cut_short is None:
             self._cut_short = reason
             self._cut.set()
+            for fault in self.faults:
+                fault.cancel()
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until every fault stopped (or was never started because the gate said no)."""

@@ -46,6 +46,8 @@ def fault_reached(events: Iterable[dict[str, Any]]) -> CheckResult:
         elif event["kind"] == "fault-start":
             if event.get("absent"):  # it watched for a moment the connector never showed (output seen from tasks)
                 continue
+            if event.get("cancelled") and not event.get("reached"):  # the run's first finding ended its watch
+                continue
             hit = event.get("aimed") is False or next(
                 (bool(event[name]) for name in _STRUCK_FIELDS if name in event), True)
             if hit:

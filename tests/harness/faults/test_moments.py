@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from streamcert.harness.faults.base import FaultContext
+import threading
+import time
+
+from streamcert.harness.faults.base import FaultCancelled, FaultContext
 from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LOOK_INTERVAL_S, DriverKillAtMoment,
                                               _agrees, _learnt, _MomentClock, _Reach, _WatchLog)
 from streamcert.harness.faults.registry import build_fault
@@ -114,6 +117,49 @@ def test_a_spaced_out_wait_does_not_count_as_the_time_between_two_looks():
         unspaced.saw(planning, now)
     assert spaced.look_s == pytest.approx(0.8 * (0.8 * 0.005 + 0.2 * 0.02) + 0.2 * 0.02)  # 20-ms looks, as near one
     assert unspaced.look_s > 2.5 * spaced.look_s
+
+
+class _QueryNotStarted:
+    """A running driver whose query has not started yet: a moment kill waits for it."""
+
+    attempt = 1
+    start_states: dict = {}
+
+    def __init__(self) -> None:
+        self.killed = self.restarted = 0
+
+    def is_running(self) -> bool:
+        return True
+
+    def events(self, attempt: int) -> list:
+        return []
+
+    def checkpoint(self) -> CheckpointState:
+        return CheckpointState(None, None)
+
+    def kill(self) -> None:
+        self.killed += 1
+
+    def restart(self) -> None:
+        self.restarted += 1
+
+
+def test_a_kill_cancelled_while_it_waits_for_its_moment_gives_up_without_killing(tmp_path):
+    """A run's first finding cuts its schedule short: a kill still watching must not strike (nor kill "anyway" when
+    its watch ends), so the query's last attempt runs on and the run settles at once."""
+    driver = _QueryNotStarted()
+    kill = _kill(tmp_path, driver, moment="writing", batch_class="steady", timeout_s=60)
+    threading.Timer(0.3, kill.cancel).start()
+    began = time.monotonic()
+    with pytest.raises(FaultCancelled):
+        kill.start()
+    assert time.monotonic() - began < 5 and kill.cancelled and not kill.active
+    kill.stop()  # nothing was injected: nothing to heal
+    assert driver.killed == driver.restarted == 0
+    assert kill.history.events() == []
+    uncancelled = _kill(tmp_path, _QueryNotStarted(), moment="writing", batch_class="steady", timeout_s=0.3)
+    uncancelled.start()  # its watch timed out: it kills where the query was, as before
+    assert uncancelled.driver.killed == 1 and uncancelled.history.events("fault-start")[0]["reached"] is False
 
 
 def test_a_moment_or_class_that_does_not_exist_is_refused_when_the_schedule_is_read(tmp_path):

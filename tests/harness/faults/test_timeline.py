@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from streamcert.harness.faults.base import FaultCancelled
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.faults.timeline import FaultTimeline
 from streamcert.harness.run.history import History
@@ -22,6 +23,9 @@ class _Fault:
 
     def stop(self) -> None:
         self.history.record("fault-stop", fault=self.name)
+
+    def cancel(self) -> None:
+        """Acts at once: nothing to give up."""
 
 
 def _chain(names: list[str], gap_s: float = 0.0) -> list[FaultSpec]:
@@ -61,6 +65,40 @@ def test_a_timeline_cut_short_finishes_the_fault_under_way_and_cancels_the_rest_
         ("fault-start", "a"), ("fault-stop", "a"), ("fault-cancelled", "driver_kill"),
         ("fault-cancelled", "driver_kill")]
     assert {e["reason"] for e in history.events("fault-cancelled")} == {"a finding"}
+
+
+def test_a_fault_still_waiting_for_its_moment_gives_up_when_the_timeline_is_cut_short():
+    """A moment kill waits (it watches the query) inside its start: cut short, the timeline cancels it too, and it
+    injects nothing, so it has nothing to heal; the faults after it are cancelled as before."""
+    history = History()
+    waiting, cancelled = threading.Event(), threading.Event()
+
+    class _Waiting(_Fault):
+        active = False
+
+        def start(self) -> None:
+            waiting.set()
+            if not cancelled.wait(10):
+                self.active = True
+                super().start()
+                return
+            raise FaultCancelled("cancelled before it struck")
+
+        def stop(self) -> None:
+            if self.active:
+                super().stop()
+
+        def cancel(self) -> None:
+            cancelled.set()
+
+    timeline = FaultTimeline(_chain(["w", "b"]), [_Waiting(history, "w"), _Fault(history, "b")], history).start()
+    assert waiting.wait(5)
+    timeline.cut_short("a finding")
+    timeline.join(5)
+    assert timeline.done() and cancelled.is_set()
+    assert [(e["kind"], e["fault"]) for e in history.events()] == [("fault-cancelled", "driver_kill"),
+                                                                   ("fault-cancelled", "driver_kill")]
+    assert history.events("fault-cancelled")[0]["phase"] == "start"
 
 
 def test_a_driver_learns_its_last_restart_when_the_last_fault_on_it_begins_to_stop():

@@ -48,6 +48,15 @@ def test_a_fault_that_found_its_moment_absent_neither_struck_nor_missed():
     assert fault_reached([absent]).valid == "unknown"
 
 
+def test_a_kill_cancelled_by_the_runs_first_finding_neither_struck_nor_missed():
+    """Its watch was ended by the run's first finding (after a positioning kill): not a miss of the plan's reach."""
+    cancelled = {"kind": "fault-start", "fault": "driver_kill_moment", "aimed": True, "reached": False,
+                 "cancelled": True}
+    landed = {"kind": "fault-start", "fault": "driver_kill_moment", "aimed": True, "reached": True}
+    assert fault_reached([landed, cancelled]).counts == {"faults": 1, "struck": 1, "missed": 0}
+    assert fault_reached([landed, {**cancelled, "cancelled": False}]).valid == "unknown"
+
+
 def _attempt(number: int, batches: int, error: str | None = None, ended: bool = True) -> list[dict]:
     events = [{"event": "session", "attempt": number}, {"event": "started", "attempt": number}]
     events += [{"event": "progress", "attempt": number, "batchId": b} for b in range(batches)]
