@@ -9,7 +9,8 @@ Schedule semantics: a fault starts ``at_s`` seconds after the timeline began; an
 next). A fault's ``duration_s`` is held once its start returned. A timeline that is cut short
 (:meth:`FaultTimeline.cut_short`) starts no further fault: each records ``fault-cancelled`` with the reason; a fault
 under way that still waits for its moment is cancelled too (:meth:`Fault.cancel`: it gives up before it strikes, or
-strikes nothing more), and the others finish. Runs in the harness's process: one thread gates the timeline, then one thread per fault.
+strikes nothing more), and the others finish. Runs in the harness's process: one thread gates the timeline, then
+one thread per fault.
 """
 
 from __future__ import annotations
