@@ -84,7 +84,7 @@ def test_python_worker_kill_fails_one_attempt_that_spark_retries(tmp_path):
         assert killed["killed"] and killed["pid"] not in python_task_workers(driver)
         driver.wait_for(_committed(LAST_BATCH), "every batch committed", timeout=180)
         failures = failed_tasks(read_events(tmp_path / "events"))
-    assert [f.batch_id for f in failures] == [struck]
+    assert [f.batch_id for f in failures] == [struck], killed  # the victim's state and system call say why not
     assert failures[0].reason == "ExceptionFailure" and "Python worker exited unexpectedly" in failures[0].message
     assert _committed_values(tmp_path / "out") == list(range(ROWS))
     print(f"\nworker kill: pid {killed['pid']} in batch {struck}; failed: {failures}; "
