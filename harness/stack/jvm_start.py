@@ -58,6 +58,9 @@ CERTIFICATION_JIT = "quick"
 _BUILD_TIMEOUT_S = 300.0
 #: A failed build is tried again after a day (it may have failed on a machine too busy for the warm-up).
 _RETRY_FAILED_AFTER_S = 86400.0
+#: What the warm-up that builds an archive runs (:mod:`~streamcert.harness.stack.jvm_warm_up`): a new version builds
+#: new archives, so a machine's cached ones gain what the warm-up now loads (2: the status UI's REST API).
+_WARM_UP_VERSION = "warm-up 2"
 #: Archives kept in the cache (one per pyspark installation); older ones are removed when a new one is built.
 _ARCHIVES_KEPT = 4
 _log = logging.getLogger(__name__)
@@ -74,7 +77,7 @@ def _runtime_fingerprint() -> str:
 
     jars = Path(pyspark.__file__).parent / "jars"
     listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
-    text = "\n".join([*_java_identity(), pyspark.__version__, str(jars), *listing])
+    text = "\n".join([*_java_identity(), pyspark.__version__, str(jars), *listing, _WARM_UP_VERSION])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -134,15 +134,23 @@ def test_a_driver_jvm_maps_the_class_archive(stack, tmp_path):
     """The archive the harness built (the session's stack started Spark) is mapped by a new driver JVM."""
     assert ensure_class_archive() is not None
     log = tmp_path / "cds.log"
+    loads = tmp_path / "loads.log"
     script = textwrap.dedent(f"""
+        from streamcert.harness.run.query_status import STATUS_SPARK_CONF, warm_status_api
         from streamcert.harness.stack.spark import SparkConfig, spark_session, stop_spark
-        spark = spark_session(SparkConfig(master="local[1]", java_options="-Xlog:cds=info:file={log}"))
+        spark = spark_session(SparkConfig(master="local[1]", conf=STATUS_SPARK_CONF, java_options=(
+            "-Xlog:cds=info:file={log} -Xlog:class+load=info:file={loads}")))
         assert spark.range(10).count() == 10
+        assert warm_status_api(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId) is not None
         stop_spark(spark)
     """)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=180, capture_output=True)
     text = log.read_text()
     assert f"Opened archive {class_archive_path()}" in text and "Mapped dynamic region" in text, text[-2000:]
+    # the status API a moment kill reads is archived too: its REST resources come from the archive, not the jars
+    handler = "org.glassfish.jersey.server.ApplicationHandler "
+    jersey = [line for line in loads.read_text().splitlines() if handler in line]
+    assert jersey and all("shared objects file" in line for line in jersey), jersey
 
 
 def test_the_archive_state_says_what_the_next_start_will_do(cache, monkeypatch):
