@@ -435,7 +435,12 @@ class ExecutorKill(Fault):
     prefer_busy_s = 10.0
 
     def _running_python_task(self) -> list[str]:
-        return sorted(busy_workers_by_executor(self.driver), key=executor_order)
+        """Executors with a Python worker inside a task, as :func:`in_task_worker` decides: a worker merely off its
+        JVM socket may be in the collection pyspark's daemon runs after each task, and killing its executor then
+        loses no task attempt (seen twice in CI: the kill landed, no task of that executor failed)."""
+        busy = busy_workers_by_executor(self.driver)
+        self._in_task = {eid: pid for eid, pids in busy.items() if (pid := in_task_worker(pids)) is not None}
+        return sorted(self._in_task, key=executor_order)
 
     def _inject(self) -> dict[str, Any]:
         driver = self.driver
@@ -448,8 +453,9 @@ class ExecutorKill(Fault):
         executors = executor_jvms(driver)
         victim = next((eid for eid in running if eid in executors), min(executors, key=executor_order))
         pid = executors[victim]
+        worker = getattr(self, "_in_task", {}).get(victim)
         return {"executor_id": victim, "pid": pid, "killed": sigkill(pid), "running_python_task": bool(running),
-                "executors_before": sorted(executors, key=executor_order)}
+                "in_task_worker": worker, "executors_before": sorted(executors, key=executor_order)}
 
     def _heal(self) -> dict[str, Any]:
         try:
