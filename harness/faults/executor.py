@@ -437,7 +437,7 @@ class ExecutorKill(Fault):
     def _running_python_task(self) -> list[str]:
         """Executors with a Python worker inside a task, as :func:`in_task_worker` decides: a worker merely off its
         JVM socket may be in the collection pyspark's daemon runs after each task, and killing its executor then
-        loses no task attempt (seen twice in CI: the kill landed, no task of that executor failed)."""
+        loses no task attempt (seen in a CI run: the kill landed, no task of that executor failed)."""
         busy = busy_workers_by_executor(self.driver)
         self._in_task = {eid: pid for eid, pids in busy.items() if (pid := in_task_worker(pids)) is not None}
         return sorted(self._in_task, key=executor_order)
