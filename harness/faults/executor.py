@@ -411,10 +411,11 @@ class PythonWorkerKill(Fault):
                             "while a batch runs (a slower source, e.g. CountingSource's readDelayMs, widens the "
                             "window).", self.wait_s)
         daemon = _parent(victim)
-        # what the victim was doing when it was struck: the evidence when a kill fails no attempt
-        state, syscall = _worker_state(victim), _syscall(victim)[:2]
+        # what the victim was doing when it was struck (its system call and the fd it reads tasks on): the evidence
+        # when a kill fails no attempt; one /proc read, as the kill should follow the look at once
+        syscall = _syscall(victim)[:2]
         killed = sigkill(victim)
-        return {"pid": victim, "daemon_pid": daemon, "killed": killed, "busy_workers": seen, "victim_state": state,
+        return {"pid": victim, "daemon_pid": daemon, "killed": killed, "busy_workers": seen,
                 "victim_syscall": syscall, "victim_jvm_fd": _JVM_SOCKETS.get(victim, (0, None))[1]}
 
     def _heal(self) -> dict[str, Any]:
