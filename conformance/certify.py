@@ -34,6 +34,7 @@ from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.participants import probe_system_leftovers
 from streamcert.conformance.plans import PlannedRun, cluster_runs, plan
 from streamcert.conformance.shards import Shard, assign
+from streamcert.conformance.sharing import host_of, hosted_runs, share_runs
 from streamcert.conformance.results import CertificationResult, RunSummary
 from streamcert.conformance.verdicts import JudgedRun, Verdict, capability_verdicts, judge, skipped
 from streamcert.harness.errors import ConfigurationError
@@ -131,6 +132,7 @@ def prepare(references: list[str] | None, requirement_ids: list[str] | None = No
         certification.runs += [failing_fast(run) if fail_fast else run
                                for run in plan(reference, connector, seed, quick, wanted, cooperative)]
         certification.full_plan[reference] = {req for run in plan(reference, connector, seed) for req in run.judges}
+    certification.runs = share_runs(certification.runs, connectors)
     for run in certification.runs:
         why = _wrong_spark(certification.connectors[run.connector]) if run.connector in connectors else None
         if why is not None:
@@ -200,9 +202,15 @@ def failing_fast(run: PlannedRun) -> PlannedRun:
 
 
 def replay_command(reference: str, requirement_id: str, seed: int, quick: bool, cooperative: bool = True,
-                   fail_fast: bool = False) -> str:
-    """The command that replays one verdict: the same connector, requirement and seed give the same schedule."""
-    words = ["streamcert", "certify", "--connector", reference, "--requirements", requirement_id, "--seed", str(seed)]
+                   fail_fast: bool = False, alongside: tuple[str, str] | None = None) -> str:
+    """The command that replays one verdict: the same connector, requirement and seed give the same schedule.
+    ``alongside`` (a connector reference, one of its requirements): the verdict was judged on that connector's run
+    (a shared run), which the replay certifies too."""
+    connectors, requirements = [reference], requirement_id
+    if alongside is not None:
+        connectors.append(alongside[0])
+        requirements += f",{alongside[1]}"
+    words = ["streamcert", "certify", "--connector", *connectors, "--requirements", requirements, "--seed", str(seed)]
     return shlex.join(words + (["--quick"] if quick else []) + ([] if cooperative else ["--no-cooperative"])
                       + (["--fail-fast"] if fail_fast else []))
 
@@ -424,7 +432,11 @@ def _run_jobs(certification: Certification, provider: str, jobs: int, out: Path,
                         planned = pending.get_nowait()
                     except queue.Empty:
                         return
-                    _run_one(certification, stacks, planned, out, judged, result, on_run, lock)
+                    ran = _run_one(certification, stacks, planned, out, judged, result, on_run, lock)
+                    with lock:  # before this thread looks for its next run: a fallback due is never left behind
+                        due = _fallbacks_due(certification, ran, on_run)
+                    for fallback in due:
+                        pending.put(fallback)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
             failures.append(exc)
 
@@ -439,18 +451,43 @@ def _run_jobs(certification: Certification, provider: str, jobs: int, out: Path,
 
 
 def _in_order(certification: Certification) -> list[PlannedRun]:
-    """The runs this certification makes, fewest brokers first (a stack is started again only between kinds)."""
-    return [planned for planned in sorted(certification.runs, key=lambda run: run.brokers)
+    """The runs this certification makes, fewest brokers first (a stack is started again only between kinds); a run
+    whose host runs here waits for it (:func:`_fallbacks_due`)."""
+    here = [planned for planned in sorted(certification.runs, key=lambda run: run.brokers)
             if (planned.connector, planned.name) not in certification.skipped_runs
             and (planned.connector, planned.name) not in certification.elsewhere]
+    return [planned for planned in here if not any(run is host_of(certification.runs, planned) for run in here)]
+
+
+def _fallbacks_due(certification: Certification, ran: JudgedRun | None, on_run) -> list[PlannedRun]:
+    """The runs ``ran`` stood in for that must run after all: those whose requirements it did not all pass (a
+    finding there may be the host's own; an undecided check gets the connector its own run). Each spared one is
+    said to ``on_run`` (``"spared"``)."""
+    if ran is None:
+        return []
+    due = []
+    for hosted in hosted_runs(certification.runs, ran.planned):
+        connector = certification.connectors[hosted.connector]
+        judged_here = {req.id for req in certification.requirements_of(connector) if req.id in connector.claims}
+        verdicts = [judge(_Subject(connector.name), requirement(req_id), [ran]).verdict for req_id in hosted.judges
+                    if req_id in judged_here]
+        if all(verdict == "pass" for verdict in verdicts):
+            if on_run:
+                on_run("spared", hosted, None)
+        else:
+            due.append(hosted)
+    return due
 
 
 def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: list[JudgedRun],
              result: CertificationResult, on_run) -> None:
     order = _in_order(certification)
-    for index, planned in enumerate(order):
-        _run_one(certification, stacks, planned, out, judged, result, on_run, None, _queries_after(order, index),
-                 _next_query(order, index))
+    index = 0
+    while index < len(order):
+        ran = _run_one(certification, stacks, order[index], out, judged, result, on_run, None,
+                       _queries_after(order, index), _next_query(order, index))
+        order[index + 1:index + 1] = _fallbacks_due(certification, ran, on_run)
+        index += 1
 
 
 def _poolable_after(order: list[PlannedRun], index: int) -> list[PlannedRun]:
@@ -474,10 +511,10 @@ def _next_query(order: list[PlannedRun], index: int) -> PlannedRun | None:
 
 def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun, out: Path, judged: list[JudgedRun],
              result: CertificationResult, on_run, lock: threading.Lock | None, following: int | None = None,
-             upcoming: PlannedRun | None = None) -> None:
+             upcoming: PlannedRun | None = None) -> JudgedRun | None:
     """One planned run on ``stacks``, judged into ``result`` (under ``lock`` when jobs share it); ``following``:
     the runs after it on the same stack (None: not known), ``upcoming`` the next of them that starts a driver (None:
-    not known), for the stack's pool of warm drivers."""
+    not known), for the stack's pool of warm drivers. The judged run, None when this stack cannot have it."""
     from streamcert.harness.scenario import driver_session, run_scenario
 
     guard = lock if lock is not None else contextlib.nullcontext()
@@ -485,7 +522,7 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
     if reason is not None:
         with guard:
             certification.skipped_runs[(planned.connector, planned.name)] = reason
-        return
+        return None
     env = stacks(planned.brokers)
     connector = certification.connectors.get(planned.connector)
     folder = out / "runs" / _slug(connector.name if connector else planned.connector) / planned.name
@@ -500,11 +537,13 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
     if planned.procedure == "query":
         _keep_leftovers(folder, _probe(run_result, env, load_connector(planned.scenario.sink, "sink")))
     evidence = evidence_of(planned, run_result, folder, connector)
+    ran = JudgedRun(planned, run_result, evidence, folder.relative_to(out))
     with guard:
-        judged.append(JudgedRun(planned, run_result, evidence, folder.relative_to(out)))
+        judged.append(ran)
         result.runs.append(RunSummary(
             connector=connector.name if connector else planned.connector, scenario=planned.name,
-            judges=list(planned.judges),
+            judges=list(planned.judges), also_judges={certification.connectors[other].name: list(ids)
+                                                      for other, ids in planned.also_judges},
             folder=str(folder.relative_to(out)), seed=run_result.seed, complete=run_result.complete,
             valid=run_result.valid, duration_s=run_result.duration_s, driver_attempts=run_result.driver_attempts,
             faults=sum(1 for e in run_result.history if e["kind"] == "fault-start"),
@@ -515,6 +554,7 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
         result.save(out / "results.json")
         if on_run:
             on_run("done", planned, run_result)
+    return ran
 
 
 def evidence_of(planned: PlannedRun, run_result: RunResult, folder: Path, connector: Connector | None) -> RunEvidence:
@@ -576,6 +616,7 @@ def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Ver
     verdicts = []
     for reference, connector in certification.connectors.items():
         runs = [run for run in judged if run.planned.connector == reference]
+        runs += _stand_ins(certification, reference, judged, runs)
         full = certification.full_plan.get(reference, set())
         for req in certification.requirements_of(connector):
             if req.id not in connector.claims:
@@ -586,6 +627,23 @@ def _verdicts(certification: Certification, judged: list[JudgedRun]) -> list[Ver
                        [run for run in judged if run.planned.connector == CLUSTER_SUBJECT], True)
                for req_id in certification.cluster_requirements()]
     return _failover_preconditions(verdicts, cluster, judged, certification) + cluster
+
+
+def _stand_ins(certification: Certification, reference: str, judged: list[JudgedRun],
+               own: list[JudgedRun]) -> list[JudgedRun]:
+    """For each run of ``reference``'s plan that another connector's run hosts (:mod:`~streamcert.conformance.
+    sharing`) and that did not run itself: the host's run, judged as that run (its evidence, its folder)."""
+    ran = {run.planned.name for run in own}
+    found = []
+    for planned in certification.runs:
+        if planned.connector != reference or planned.hosted_by is None or planned.name in ran:
+            continue
+        host = next((run for run in judged if run.planned.connector == planned.hosted_by
+                     and run.planned.name == planned.name), None)
+        if host is not None:
+            found.append(dataclasses.replace(host, planned=planned,
+                                             host=certification.connectors[planned.hosted_by].name))
+    return found
 
 
 def _judged(certification: Certification, reference: str, name: str, req: Requirement, runs: list[JudgedRun],
@@ -614,10 +672,40 @@ def _judged(certification: Certification, reference: str, name: str, req: Requir
         if skipped_here:
             verdict.reason += " (not run here: " + "; ".join(f"{run}: {why}" for run, why in skipped_here.items()) + ")"
             verdict.evidence["skipped_runs"] = skipped_here
+        _said_shared(verdict, req, [run for run in mine if run.host is not None])
     verdict.evidence["replay"] = replay_command(reference, req.id, certification.seed, certification.quick,
-                                                certification.cooperative,
-                                                certification.fail_fast)
+                                                certification.cooperative, certification.fail_fast,
+                                                _host_requirement(certification, mine))
     return verdict
+
+
+def _host_requirement(certification: Certification, runs: list[JudgedRun]) -> tuple[str, str] | None:
+    """(host reference, a requirement its shared run judges for it) of the first stand-in among ``runs``: what a
+    replay certifies beside the connector so that the same shared run is planned."""
+    for run in runs:
+        if run.host is None:
+            continue
+        reference = run.planned.hosted_by
+        host = next(planned for planned in certification.runs
+                    if planned.connector == reference and planned.name == run.planned.name)
+        return reference, next(req for req in host.judges if req in certification.connectors[reference].claims)
+    return None
+
+
+def _said_shared(verdict: Verdict, req: Requirement, stand_ins: list[JudgedRun]) -> None:
+    """Name the other connector's runs a verdict was judged on. A requirement they did not pass is ``unknown`` until
+    the connector's own run judges it (that run comes right after its host, unless the certification stopped): a
+    finding there may be the host's own."""
+    if not stand_ins:
+        return
+    shared = ", ".join(f"{run.planned.name} of {run.host}" for run in stand_ins)
+    verdict.evidence["shared_runs"] = {run.planned.name: run.host for run in stand_ins}
+    if verdict.verdict == "pass":
+        verdict.reason += f" (shared: {shared}, which reads through this connector)"
+    elif judge(_Subject(verdict.connector), req, stand_ins).verdict != "pass":
+        verdict.verdict = "unknown"
+        verdict.reason = (f"judged on {shared} (shared), which did not pass it; this connector's own run decides, "
+                          f"and it has not run: {verdict.reason}")
 
 
 @dataclass(frozen=True)

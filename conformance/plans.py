@@ -67,6 +67,12 @@ class PlannedRun:
     scenario: Scenario
     #: Kafka brokers of the stack it runs on: 1, or 3 for the leader-failover runs (replication factor 3, min ISR 2)
     brokers: int = 1
+    #: other connectors' requirements its evidence decides too, as (connector reference, requirement IDs): a sink's
+    #: run that reads through a source under test (:mod:`~streamcert.conformance.sharing`)
+    also_judges: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: the connector whose run of the same name judges this run's requirements first: this one runs only when that
+    #: one did not pass them all (None: it always runs)
+    hosted_by: str | None = None
 
     @property
     def procedure(self) -> str:

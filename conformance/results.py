@@ -47,6 +47,9 @@ class RunSummary(BaseModel):
     connector: str
     scenario: str
     judges: list[str]
+    also_judges: dict[str, list[str]] = Field(default_factory=dict, description="other connectors' requirements it "
+                                              "judged too: connector name -> requirement IDs (a sink's run that reads "
+                                              "through a source under test stands in for the source's own run)")
     folder: str = Field(description="the run's folder (its results.json, ledger.parquet, output.parquet), relative "
                                     "to the certification's")
     seed: int

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from streamcert.conformance.plans import PlannedRun
+from streamcert.conformance.sharing import host_of
 from streamcert.harness.errors import ConfigurationError
 
 __all__ = ["Shard", "RUN_COST", "parse_shard", "assign"]
@@ -51,12 +52,19 @@ def parse_shard(text: str) -> Shard:
 
 def assign(runs: Iterable[PlannedRun], count: int) -> dict[tuple[str, str], int]:
     """(connector, run name) -> its shard (1..``count``): the costliest runs first, each to the shard with the least
-    expected time so far (ties to the lower shard); the same plan always splits the same way."""
-    ordered = sorted(runs, key=lambda run: (-RUN_COST.get(run.name, _DEFAULT_COST), run.connector, run.name))
+    expected time so far (ties to the lower shard); the same plan always splits the same way. A run another run
+    hosts (:mod:`~streamcert.conformance.sharing`) goes with its host: only that shard knows whether it must run."""
+    runs = list(runs)
+    hosted = [run for run in runs if host_of(runs, run) is not None]
+    ordered = sorted((run for run in runs if host_of(runs, run) is None),
+                     key=lambda run: (-RUN_COST.get(run.name, _DEFAULT_COST), run.connector, run.name))
     load = [0.0] * count
     shards: dict[tuple[str, str], int] = {}
     for run in ordered:
         lightest = min(range(count), key=lambda index: (load[index], index))
         load[lightest] += RUN_COST.get(run.name, _DEFAULT_COST)
         shards[(run.connector, run.name)] = lightest + 1
+    for run in hosted:
+        host = host_of(runs, run)
+        shards[(run.connector, run.name)] = shards[(host.connector, host.name)]
     return shards

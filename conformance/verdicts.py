@@ -96,6 +96,8 @@ class JudgedRun:
     result: RunResult
     evidence: RunEvidence
     folder: Path
+    #: the name of the connector whose run this is, when it stands in for ``planned`` (a shared run); None: its own
+    host: str | None = None
 
 
 def skipped(connector: Any, requirement: Requirement) -> Verdict:

@@ -186,10 +186,26 @@ def _coverage(coverage: dict[str, Any] | None) -> str:
             f'<table class="matrix"><tr><th>moment</th>{head}</tr>{"".join(rows)}</table></details>')
 
 
+def _also_judges(summary: dict[str, Any]) -> str:
+    """`` and streamcert-kafka's SRC-1, SRC-2`` for a run shared with another connector."""
+    return "".join(f" and {escape(other)}'s {escape(', '.join(ids))}"
+                   for other, ids in (summary.get("also_judges") or {}).items())
+
+
+def _shared_run(summary: dict[str, Any], connector: str) -> str:
+    """The line in ``connector``'s runs for another connector's run that judged it (it reads through it)."""
+    host, ids = summary.get("connector", ""), ", ".join(summary["also_judges"][connector])
+    return (f'<div class="run"><b>{escape(summary.get("scenario", ""))}</b> <span class="muted">shared: '
+            f"{escape(host)}'s run, which reads through {escape(connector)}, judged its {escape(ids)}; its own run "
+            "(into Spark's file sink) runs, and shows here, only when that one did not pass them all</span></div>")
+
+
 def _runs(cert: Certification) -> str:
     sections = ["<h2>Scenario runs</h2>"]
     for connector in cert.connectors:
         sections.append(f"<h3>{escape(connector)}</h3>")
+        for summary in [r for r in cert.results.get("runs", []) if connector in (r.get("also_judges") or {})]:
+            sections.append(_shared_run(summary, connector))
         for summary in [r for r in cert.results.get("runs", []) if r.get("connector") == connector]:
             detail = cert.runs.get(summary.get("folder"), {})
             valid = summary.get("valid")
@@ -197,7 +213,8 @@ def _runs(cert: Certification) -> str:
                 valid, ("unknown", "checks undecided"))
             head = (f'<b>{escape(summary.get("scenario", ""))}</b> <span class="{state}">&nbsp;{said}&nbsp;</span> '
                     f'<span class="muted">judges '
-                    f'{escape(", ".join(summary.get("judges", [])))} · {summary.get("duration_s") or 0:.0f} s · '
+                    f'{escape(", ".join(summary.get("judges", [])))}{_also_judges(summary)} · '
+                    f'{summary.get("duration_s") or 0:.0f} s · '
                     f'{summary.get("driver_attempts", 0)} driver attempt(s) · {summary.get("faults", 0)} fault(s) · '
                     f'seed {summary.get("seed")}</span>')
             error = f"<pre>{escape(str(summary['error']))}</pre>" if summary.get("error") else ""

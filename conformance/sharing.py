@@ -1,0 +1,109 @@
+"""Runs shared by two connectors of one certification: a sink's run that reads through a source under test judges
+the source too, and the source's own run of that name waits as a fallback.
+
+A sink's plan reads its input through the reference source (:data:`~streamcert.conformance.plans.SOURCE_PARTNER`).
+When that source is certified alongside, the sink's kill run already kills the source's driver at every moment the
+source's own kill run plans (and more: a sink's commit has moments of its own), on a topic of the same layout read
+by as many tasks; its output is judged by the same checks. So the source's requirements of that run are judged on
+the sink's run first, and the source's own run (into Spark's file sink, the partner that cannot be to blame) runs
+only when the shared run did not pass every one of them: a finding there cannot tell the source's bug from the
+sink's, and an undecided check gets the source its own chance. A certified pair of correct connectors then makes
+one kill run where it made two (the source's quick kill run took 64 s of the quick plan's 726 s).
+
+A run is shared only where it judges the source as strictly as the source's own run would:
+
+- the same run name (:data:`SHARED_RUNS`) and no procedure;
+- the host's sink writes to a system whose read-back shows every record written, a repeated one twice (Kafka topics,
+  Spark's file sink): a table that upserts would hide the source's duplicates;
+- the same parallelism and input partitions (SRC-3's assignment), and the host's moment kills plan every moment and
+  every batch class the source's own run plans;
+- the source has no kill points of its own (those are a bonus its own run adds to its chain).
+
+Among several hosts the sink that claims exactly-once is preferred (a host whose own findings are expected, an
+at-least-once sink, would only send the source to its fallback), then the plan's order. Called by
+:func:`~streamcert.conformance.certify.prepare` once every connector's runs are planned, in the harness's process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from streamcert.conformance.plans import PlannedRun
+from streamcert.harness.faults.moments import MomentKillParams
+from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.systems import declared_output_system
+from streamcert.harness.systems.file_sink import SparkFileSink
+from streamcert.harness.systems.kafka_topics import KafkaTopics
+from streamcert.harness.run.connectors import load_connector
+from streamcert.spi.connector import Connector
+
+__all__ = ["SHARED_RUNS", "share_runs", "hosted_runs", "host_of"]
+
+#: The runs of a source that a sink's run of the same name may stand in for.
+SHARED_RUNS = ("driver-kills",)
+#: Systems whose read-back shows each record as often as it was written.
+_APPEND_ONLY = (KafkaTopics, SparkFileSink)
+_MOMENT_KILL = "driver_kill_moment"
+
+
+def share_runs(runs: list[PlannedRun], connectors: Mapping[str, Connector]) -> list[PlannedRun]:
+    """``runs`` (every connector's plan, ``connectors`` by reference) with each source run that a sink's run can
+    judge marked ``hosted_by`` that sink, and the host's run ``also_judges`` the source's requirements of it."""
+    runs = list(runs)
+    for index, hosted in enumerate(runs):
+        if not _shareable(hosted, connectors):
+            continue
+        hosts = [(position, run) for position, run in enumerate(runs) if _can_host(run, hosted, connectors)]
+        if not hosts:
+            continue
+        position, host = min(hosts, key=lambda pair: ("exactly-once" not in connectors[pair[1].connector].claims,
+                                                      pair[0]))
+        runs[position] = dataclasses.replace(host, also_judges=(*host.also_judges,
+                                                                (hosted.connector, hosted.judges)))
+        runs[index] = dataclasses.replace(hosted, hosted_by=host.connector)
+    return runs
+
+
+def hosted_runs(runs: list[PlannedRun], host: PlannedRun) -> list[PlannedRun]:
+    """The planned runs that ``host`` stands in for (their fallbacks)."""
+    return [run for run in runs if run.hosted_by == host.connector and run.name == host.name]
+
+
+def host_of(runs: list[PlannedRun], hosted: PlannedRun) -> PlannedRun | None:
+    """The planned run that judges ``hosted``'s requirements first, None when it is not shared."""
+    if hosted.hosted_by is None:
+        return None
+    return next((run for run in runs if run.connector == hosted.hosted_by and run.name == hosted.name), None)
+
+
+def _shareable(run: PlannedRun, connectors: Mapping[str, Connector]) -> bool:
+    connector = connectors.get(run.connector)
+    return (connector is not None and connector.kind == "source" and run.name in SHARED_RUNS
+            and run.procedure == "query" and run.hosted_by is None and not connector.kill_points)
+
+
+def _can_host(run: PlannedRun, hosted: PlannedRun, connectors: Mapping[str, Connector]) -> bool:
+    """Whether ``run`` (a sink's) judges ``hosted`` (a source's) as strictly as ``hosted`` itself would."""
+    connector = connectors.get(run.connector)
+    if connector is None or connector.kind != "sink" or run.name != hosted.name or run.procedure != "query":
+        return False
+    mine, theirs = run.scenario, hosted.scenario
+    if mine.source != hosted.connector or not _append_only(mine.sink):
+        return False
+    if (mine.parallelism, mine.workload.partitions) != (theirs.parallelism, theirs.workload.partitions):
+        return False
+    return (_aimed(theirs.schedule, "moment") <= _aimed(mine.schedule, "moment")
+            and _aimed(theirs.schedule, "batch_class") <= _aimed(mine.schedule, "batch_class"))
+
+
+def _append_only(sink_reference: str) -> bool:
+    try:
+        return isinstance(declared_output_system(load_connector(sink_reference, "sink")), _APPEND_ONLY)
+    except Exception:  # noqa: BLE001 - a sink that cannot be loaded hosts nothing; its own run says why
+        return False
+
+
+def _aimed(schedule: list[FaultSpec], field: str) -> set[str]:
+    """The moments (``field`` ``moment``) or batch classes (``batch_class``) a schedule's moment kills aim at."""
+    return {getattr(MomentKillParams(**spec.params), field) for spec in schedule if spec.fault == _MOMENT_KILL}
