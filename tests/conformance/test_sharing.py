@@ -45,10 +45,10 @@ def _verdict(verdicts, connector, requirement):
 
 
 @pytest.mark.parametrize("quick", [True, False])
-def test_the_reference_sources_kill_run_is_hosted_by_the_kafka_2pc_sinks_which_reads_through_it(quick):
+@pytest.mark.parametrize("name", ["baseline", "driver-kills"])
+def test_the_reference_source_s_runs_are_hosted_by_the_kafka_2pc_sink_s_which_read_through_it(quick, name):
     certification = prepare(None, seed=1, quick=quick)
-    [source_kills] = [run for run in certification.runs if run.connector == "streamcert-kafka"
-                      and run.name == "driver-kills"]
+    [source_kills] = [run for run in certification.runs if run.connector == "streamcert-kafka" and run.name == name]
     host = host_of(certification.runs, source_kills)
     assert source_kills.hosted_by == "streamcert-kafka-2pc" and host.connector == "streamcert-kafka-2pc"
     assert host.scenario.source == "streamcert-kafka"
@@ -80,9 +80,12 @@ def test_a_host_whose_kills_leave_out_a_moment_or_a_batch_class_of_the_source_s_
     fewer_classes = host.scenario.model_copy(update={"schedule": [
         spec for spec in host.scenario.schedule if spec.params.get("batch_class") != "replay_of_replay"]})
     wider = host.scenario.model_copy(update={"parallelism": 3})
+    smaller_batches = host.scenario.model_copy(update={"options": {"max_records_per_batch": 30}})
+    no_aborts = host.scenario.model_copy(update={"workload": dataclasses.replace(host.scenario.workload,
+                                                                                  aborted_fraction=0.0)})
     connectors = certification.connectors
     assert share_runs(unshared, connectors) == certification.runs  # as prepare shares them
-    for scenario in (narrower, fewer_classes, wider):
+    for scenario in (narrower, fewer_classes, wider, smaller_batches, no_aborts):
         changed = [dataclasses.replace(run, scenario=scenario) if run is host else run for run in unshared]
         assert not any(run.hosted_by or run.also_judges for run in share_runs(changed, connectors)), scenario
 
@@ -174,3 +177,27 @@ def test_a_hosted_run_whose_host_cannot_run_here_runs_itself():
     certification = prepare(None, seed=1, quick=True)
     certification.skipped_runs[("streamcert-kafka-2pc", "driver-kills")] = "not on this stack"
     assert ("streamcert-kafka", "driver-kills") in {(run.connector, run.name) for run in _in_order(certification)}
+
+
+@pytest.mark.integration
+def test_a_source_certified_beside_the_sink_reading_through_it_is_judged_on_the_sink_s_baseline(stack, tmp_path):
+    """On the real stack: the Kafka 2PC sink's baseline reads through the reference source; the source's own baseline
+    is spared, and its requirements of that run pass on the sink's, whose report and summary say so."""
+    from streamcert.conformance.certify import certify
+    from streamcert.reports.render import render_reports
+
+    said = []
+    certification = prepare(_PAIR, ["SRC-6", "GEN-1"], seed=1)
+    assert [(run.connector, run.name, run.hosted_by) for run in certification.runs] == [
+        ("streamcert-kafka", "baseline", "streamcert-kafka-2pc"), ("streamcert-kafka-2pc", "baseline", None)]
+    result = certify(certification, tmp_path, environment=stack, render=render_reports,
+                     on_run=lambda phase, planned, outcome: said.append((phase, planned.connector, planned.name)))
+    assert [(run.connector, run.scenario) for run in result.runs] == [("streamcert-kafka-2pc", "baseline")]
+    assert ("spared", "streamcert-kafka", "baseline") in said
+    assert result.runs[0].also_judges == {"streamcert-kafka": list(certification.runs[0].judges)}
+    verdicts = {(v.connector, v.requirement): v for v in result.verdicts}
+    for requirement in ("SRC-6", "GEN-1"):
+        verdict = verdicts[("streamcert-kafka", requirement)]
+        assert verdict.verdict == "pass" and "shared: baseline of streamcert-kafka-2pc" in verdict.reason, verdict
+    assert verdicts[("streamcert-kafka-2pc", "GEN-1")].verdict == "pass"
+    assert "which reads through streamcert-kafka" in (tmp_path / "report.html").read_text()
