@@ -10,7 +10,8 @@ lifecycle the query is observed in (planning, reading, read done, writing, commi
 :mod:`~streamcert.harness.faults.moments`), in the first batch after a start, in steady batches and in a replay of a
 replay, with the connector's own link slowed by a seeded latency toxic so that a multi-step commit's steps are wide
 apart; Python workers are killed while they run a task. The connector's own fault points (``kill_points``,
-``fail_points``) come on top, unless the plan is made without them (``cooperative`` false). Every choice is drawn from
+``fail_points``) come on top in the full plan, unless it is made without them (``cooperative`` false); the quick plan
+leaves them out. Every choice is drawn from
 ``random.Random(f"{seed}:{connector}:{scenario}")``: the same seed gives the same schedules, byte for byte.
 
 Called in the harness's process by :func:`streamcert.conformance.certify.certify` before any run starts.
@@ -198,21 +199,23 @@ _COMMIT_BANDS = ((0.05, 0.35), (0.35, 0.65), (0.65, 0.95))
 _QUICK_COMMIT_BANDS = ((0.05, 0.5), (0.5, 0.95))
 
 
-def _point_kills(rng: random.Random, kill_points: dict[str, str], every_point: bool) -> list:
-    """The connector's (or its partner sink's) own kill points, a bonus on top of the observed moments: every one,
-    or (``every_point`` false, the quick plan) every ``committing`` one and one ``window`` one drawn by the seed."""
+def _point_kills(rng: random.Random, kill_points: dict[str, str]) -> list:
+    """The connector's (or its partner sink's) own kill points, a bonus on top of the observed moments: every one."""
     window = sorted(point for point, moment in kill_points.items() if moment == "window")
     points = sorted(point for point, moment in kill_points.items() if moment == "committing")
-    chosen = rng.choice(window) if window else None  # drawn in both plans: the quick one replays the full one's
-    points += window if every_point else [chosen] if chosen else []
-    return [("driver_kill_at", "driver", {"point": point}, 0.0) for point in points]
+    if window:
+        rng.choice(window)  # drawn as when the quick plan struck one: the draws after it stay those of earlier plans
+    return [("driver_kill_at", "driver", {"point": point}, 0.0) for point in points + window]
 
 
 def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], cooperative: bool,
            moments: tuple[str, ...] = MOMENTS) -> list:
-    """A kill run's chain: the moment grid, then (``cooperative``) the connector's kill points."""
+    """A kill run's chain: the moment grid, then (``cooperative``, the full plan) the connector's kill points. The
+    quick plan, a gate, leaves them out: a verdict never rests on them (SPEC §8), and each cost a restart (five of
+    the quick plan's 48 driver attempts, ~40 s)."""
     kills = _moment_kills(rng, quick, moments)
-    return kills + (_point_kills(rng, kill_points, every_point=not quick) if cooperative else [])
+    points = _point_kills(rng, kill_points) if cooperative else []
+    return kills + ([] if quick else points)
 
 
 #: Milliseconds of latency (each way) a kill aimed inside a write or a commit puts on the connector's own link while
@@ -461,7 +464,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         schedule=_slowed(rng, _sink_link(connector), kills), faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     rng = _rng(seed, connector, "task-failures")
     fails = _task_kills(rng, quick, _sink_link(connector))
-    fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points if cooperative]
+    fails += [("task_fail_at", "executor", {"point": point}, 1.0) for point in connector.fail_points
+              if cooperative and not quick]  # a bonus the quick plan leaves out, as its kill points
     # Every fault may strike the same task: Spark must allow more attempts than there are faults, or the query
     # itself gives up (that would be the plan's doing, not the sink's).
     runs.append(_planned(ref, connector, "task-failures", Scenario(
