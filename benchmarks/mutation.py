@@ -288,8 +288,10 @@ def main(argv: list[str] | None = None) -> int:
                           "caught": figures["caught"]}))
         return 0
     from streamcert.harness.errors import StreamcertError
+    from streamcert.harness.interrupts import terminate_as_interrupt
     from streamcert.harness.stack.environment import Environment, EnvironmentConfig
 
+    terminate_as_interrupt()
     try:
         mutants = _selected(args.mutants)
         with Environment(EnvironmentConfig(provider="local")) as environment:
@@ -297,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     except StreamcertError as exc:
         print(f"streamcert mutants: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"streamcert mutants: interrupted; the stack was stopped, and the pairs measured so far are in "
+              f"{args.out} (run the same command again to go on from them).", file=sys.stderr)
+        return 130
     figures = report["score"]
     print(json.dumps({"detection_rate": figures["detection_rate"], "pairs": figures["pairs"],
                       "caught": figures["caught"]}))

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from streamcert.harness.arguments import positive_int, positive_seconds, seed
 from streamcert.harness.errors import StreamcertError
+from streamcert.harness.interrupts import terminate_as_interrupt
 from streamcert.harness.stack.providers import PROVIDERS
 
 from . import __version__
@@ -582,10 +582,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:500] if lines else ''}"
 
 
-def _raise_interrupt(_signum, _frame) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -594,8 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.debug:
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("streamcert.librdkafka").propagate = True
-    # SIGTERM (CI cancelling a job, `kill`) tears down like Ctrl-C does.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    terminate_as_interrupt()  # CI cancelling a job, or `kill`, tears down like Ctrl-C does
     try:
         return args.func(args)
     except StreamcertError as exc:

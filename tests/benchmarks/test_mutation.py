@@ -137,3 +137,40 @@ def test_a_mutant_s_kill_run_stops_its_schedule_at_the_first_duplicate_and_still
     assert kinds.count("first-finding") == 1 and kinds.count("fault-cancelled") >= 1
     assert kinds.count("fault-start") + kinds.count("fault-cancelled") == len(planned.scenario.schedule)
     assert {check["name"]: check["valid"] for check in result.checks}["duplicate"] is False
+
+
+@pytest.mark.integration
+def test_a_terminated_mutation_score_stops_its_stack_and_says_where_its_pairs_are(tmp_path):
+    """`tox -e mutants` cancelled (CI, `kill`): SIGTERM ends it as Ctrl-C does, every process it started (broker,
+    database, proxy, drivers) stopped, exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    out = tmp_path / "mutants.json"
+    process = subprocess.Popen([sys.executable, "-m", "streamcert.benchmarks.mutation", "--mutants",
+                                "source_read_uncommitted", "--seeds", "1", "--out", str(out)],
+                               stderr=subprocess.PIPE, text=True)
+    started, said = [], []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            line = process.stderr.readline()
+            said.append(line)
+            if not line or "Loading" in line:  # the stack is up and the first run feeds its input
+                break
+        started = psutil.Process(process.pid).children(recursive=True)
+        assert started, "".join(said)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(120) == 130, "".join(said)
+        rest = process.stderr.read()
+        assert "interrupted" in rest and str(out) in rest, rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    left = [child for child in started if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [child.cmdline()[:3] for child in left]
