@@ -8,17 +8,19 @@ by as many tasks; its output is judged by the same checks. So the source's requi
 the sink's run first, and the source's own run (into Spark's file sink, the partner that cannot be to blame) runs
 only when the shared run did not pass every one of them: a finding there cannot tell the source's bug from the
 sink's, and an undecided check gets the source its own chance. A certified pair of correct connectors then makes
-one baseline and one kill run where it made two of each (the source's quick ones took 15 s and 64 s of the quick
-plan's 726 s).
+one baseline, one kill run and one failover run where it made two of each (the source's quick baseline and kill run
+took 15 s and 64 s of the quick plan's 726 s; its full plan's failover run ~80 s).
 
 A run is shared only where it judges the source as strictly as the source's own run would:
 
-- the same run name (:data:`SHARED_RUNS`: the baseline, the kill run) and no procedure;
+- the same run name (:data:`SHARED_RUNS`: the baseline, the kill run, the failover run) and no procedure, on as
+  many brokers with the same topic settings;
 - the host's sink writes to a system whose read-back shows every record written, a repeated one twice (Kafka topics,
   Spark's file sink): a table that upserts would hide the source's duplicates;
 - the same parallelism, options (they reach every connector of the query), trigger and workload shape (partitions,
-  keys, aborted transactions: SRC-3's assignment, SRC-6's aborted reads), and the host's moment kills plan every
-  moment and every batch class the source's own run plans;
+  keys, aborted transactions, rate: SRC-3's assignment, SRC-6's aborted reads), and the host's faults cover the
+  source's run's: its moment kills plan every moment and batch class the source's own do, and each other fault
+  (a failover's leader kill, isolation, controller kill) is there with the same target and parameters;
 - the source has no kill points of its own (those are a bonus its own run adds to its chain).
 
 Among several hosts the sink that claims exactly-once is preferred (a host whose own findings are expected, an
@@ -29,6 +31,7 @@ at-least-once sink, would only send the source to its fallback), then the plan's
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping
 
 from streamcert.conformance.plans import PlannedRun
@@ -44,7 +47,7 @@ from streamcert.spi.connector import Connector
 __all__ = ["SHARED_RUNS", "share_runs", "hosted_runs", "host_of"]
 
 #: The runs of a source that a sink's run of the same name may stand in for.
-SHARED_RUNS = ("baseline", "driver-kills")
+SHARED_RUNS = ("baseline", "driver-kills", "failover")
 #: Systems whose read-back shows each record as often as it was written.
 _APPEND_ONLY = (KafkaTopics, SparkFileSink)
 _MOMENT_KILL = "driver_kill_moment"
@@ -98,8 +101,26 @@ def _can_host(run: PlannedRun, hosted: PlannedRun, connectors: Mapping[str, Conn
         return False
     if _shape(mine.workload) != _shape(theirs.workload):
         return False
-    return (_aimed(theirs.schedule, "moment") <= _aimed(mine.schedule, "moment")
-            and _aimed(theirs.schedule, "batch_class") <= _aimed(mine.schedule, "batch_class"))
+    if (run.brokers, mine.topics) != (hosted.brokers, theirs.topics):
+        return False
+    return _covers(mine.schedule, theirs.schedule)
+
+
+def _covers(mine: list[FaultSpec], theirs: list[FaultSpec]) -> bool:
+    """Whether schedule ``mine`` carries every fault of ``theirs``: its moment kills aim at every moment and batch
+    class those of ``theirs`` do, and each other fault of ``theirs`` (a failover's leader kill, say) is in ``mine``
+    with the same target and parameters, whenever it strikes."""
+    if _aimed(theirs, "moment") - _aimed(mine, "moment") or _aimed(theirs, "batch_class") - _aimed(mine, "batch_class"):
+        return False
+    return not Counter(map(_fault_kind, _others(theirs))) - Counter(map(_fault_kind, _others(mine)))
+
+
+def _others(schedule: list[FaultSpec]) -> list[FaultSpec]:
+    return [spec for spec in schedule if spec.fault != _MOMENT_KILL]
+
+
+def _fault_kind(spec: FaultSpec) -> tuple:
+    return spec.fault, spec.target, tuple(sorted((key, repr(value)) for key, value in spec.params.items()))
 
 
 def _shape(workload: WorkloadSpec) -> WorkloadSpec:

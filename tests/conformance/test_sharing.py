@@ -44,8 +44,8 @@ def _verdict(verdicts, connector, requirement):
     return next(v for v in verdicts if v.connector == connector and v.requirement == requirement)
 
 
-@pytest.mark.parametrize("quick", [True, False])
-@pytest.mark.parametrize("name", ["baseline", "driver-kills"])
+@pytest.mark.parametrize(("quick", "name"), [(True, "baseline"), (True, "driver-kills"), (False, "baseline"),
+                                             (False, "driver-kills"), (False, "failover")])
 def test_the_reference_source_s_runs_are_hosted_by_the_kafka_2pc_sink_s_which_read_through_it(quick, name):
     certification = prepare(None, seed=1, quick=quick)
     [source_kills] = [run for run in certification.runs if run.connector == "streamcert-kafka" and run.name == name]
@@ -88,6 +88,23 @@ def test_a_host_whose_kills_leave_out_a_moment_or_a_batch_class_of_the_source_s_
     for scenario in (narrower, fewer_classes, wider, smaller_batches, no_aborts):
         changed = [dataclasses.replace(run, scenario=scenario) if run is host else run for run in unshared]
         assert not any(run.hosted_by or run.also_judges for run in share_runs(changed, connectors)), scenario
+
+
+def test_a_failover_run_hosts_the_source_s_only_when_it_carries_each_of_its_failover_faults():
+    certification = prepare(_PAIR, ["SRC-8", "SNK-7"], seed=1)
+    unshared = [dataclasses.replace(run, hosted_by=None, also_judges=()) for run in certification.runs]
+    [source] = [run for run in unshared if run.connector == "streamcert-kafka" and run.name == "failover"]
+    [host] = [run for run in unshared if run.connector == "streamcert-kafka-2pc" and run.name == "failover"]
+    assert [spec.fault for spec in host.scenario.schedule] == ["node_kill", "node_isolate", "node_kill"]
+    assert host.scenario.schedule != source.scenario.schedule  # struck at other times: the kinds count
+    assert {(run.connector, run.name): run.hosted_by for run in share_runs(unshared, certification.connectors)
+            if run.name == "failover"} == {("streamcert-kafka", "failover"): "streamcert-kafka-2pc",
+                                           ("streamcert-kafka-2pc", "failover"): None}
+    without_controller_kill = host.scenario.model_copy(update={"schedule": host.scenario.schedule[:2]})
+    one_broker = dataclasses.replace(host, brokers=1)
+    for changed_host in (dataclasses.replace(host, scenario=without_controller_kill), one_broker):
+        changed = [changed_host if run is host else run for run in unshared]
+        assert not any(run.hosted_by for run in share_runs(changed, certification.connectors))
 
 
 def test_the_source_s_own_run_runs_only_when_the_shared_run_did_not_pass_all_it_judges_for_the_source():
