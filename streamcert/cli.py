@@ -375,6 +375,10 @@ class _RunProgress:
             self.progress.update(self.task, description=f"running {what}")
             return
         self.progress.advance(self.task)
+        if phase == "spared":  # a shared run judged it: its own run is not needed
+            self.progress.console.print(f"{what}: judged on {planned.hosted_by}'s {planned.name}, which reads "
+                                        "through it; its own run is not needed")
+            return
         failing = [c["name"] for c in result.checks if c["valid"] is not True]
         state = ("[red]error[/red]" if not result.complete else
                  "[green]ok[/green]" if not failing else f"[yellow]{', '.join(failing)}[/yellow]")

@@ -140,3 +140,17 @@ def test_env_smoke_on_a_kafka_cluster_and_a_standalone_spark_cluster_reports_fai
     assert sorted(move["isr_restored"]) == [1, 2, 3]
     assert len(line["spark_workers"]) == 2 and line["spark_master"].startswith("spark://127.0.0.1:")
     assert line["leftover_processes"] == 0
+
+
+def test_the_progress_line_says_a_run_spared_by_a_shared_one_and_counts_it(capsys):
+    from streamcert.cli import _RunProgress
+    from streamcert.conformance.certify import prepare
+
+    certification = prepare(["streamcert-kafka", "streamcert-kafka-2pc"], ["SRC-6", "GEN-1"], seed=1)
+    [spared] = [run for run in certification.runs if run.hosted_by]
+    with _RunProgress(2) as progress:
+        progress.update("start", spared, None)
+        progress.update("spared", spared, None)
+        assert progress.progress.tasks[0].completed == 1
+    said = capsys.readouterr().err
+    assert "streamcert-kafka / baseline" in said and "judged on streamcert-kafka-2pc's baseline" in said, said
