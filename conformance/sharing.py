@@ -8,8 +8,8 @@ by as many tasks; its output is judged by the same checks. So the source's requi
 the sink's run first, and the source's own run (into Spark's file sink, the partner that cannot be to blame) runs
 only when the shared run did not pass every one of them: a finding there cannot tell the source's bug from the
 sink's, and an undecided check gets the source its own chance. A certified pair of correct connectors then makes
-one baseline, one kill run and one failover run where it made two of each (the source's quick baseline and kill run
-took 15 s and 64 s of the quick plan's 726 s; its full plan's failover run ~80 s).
+one run where it made two: the reference pair's failover run (~80 s of the full plan; its baseline and kill run
+judge SRC-3, which a Kafka topic cannot decide: below).
 
 A run is shared only where it judges the source as strictly as the source's own run would:
 
@@ -21,6 +21,10 @@ A run is shared only where it judges the source as strictly as the source's own 
   keys, aborted transactions, rate: SRC-3's assignment, SRC-6's aborted reads), and the host's faults cover the
   source's run's: its moment kills plan every moment and batch class the source's own do, and each other fault
   (a failover's leader kill, isolation, controller kill) is there with the same target and parameters;
+- the host's output can decide every check of the source's claimed requirements of that run: SRC-3's task
+  assignment is read from the layout of Spark's file sink (a data file per task and batch), which a Kafka topic
+  does not have, so the reference source's baseline and kill run (both judge SRC-3) stay its own, and a source that
+  waives SRC-3 shares them;
 - the source has no kill points of its own (those are a bonus its own run adds to its chain).
 
 Among several hosts the sink that claims exactly-once is preferred (a host whose own findings are expected, an
@@ -50,6 +54,9 @@ __all__ = ["SHARED_RUNS", "share_runs", "hosted_runs", "host_of"]
 SHARED_RUNS = ("baseline", "driver-kills", "failover")
 #: Systems whose read-back shows each record as often as it was written.
 _APPEND_ONLY = (KafkaTopics, SparkFileSink)
+#: Checks that read the layout the writing tasks gave the output, and the systems whose read-back shows it: SRC-3's
+#: ``assignment`` needs Spark's file sink (one data file per task and batch, rows with their source partition).
+_LAYOUT_CHECKS = {"assignment": (SparkFileSink,)}
 _MOMENT_KILL = "driver_kill_moment"
 
 
@@ -103,7 +110,17 @@ def _can_host(run: PlannedRun, hosted: PlannedRun, connectors: Mapping[str, Conn
         return False
     if (run.brokers, mine.topics) != (hosted.brokers, theirs.topics):
         return False
-    return _covers(mine.schedule, theirs.schedule)
+    return _covers(mine.schedule, theirs.schedule) and _decides(run, hosted, connectors[hosted.connector])
+
+
+def _decides(host: PlannedRun, hosted: PlannedRun, connector: Connector) -> bool:
+    """Whether ``host``'s output can decide every check of the requirements ``hosted`` judges that ``connector``
+    claims: a check that reads how the output was laid out by the tasks that wrote it needs that sink's output."""
+    from streamcert.conformance.catalogue import requirement
+
+    checks = {check for req_id in hosted.judges if req_id in connector.claims for check in requirement(req_id).checks}
+    system = type(_output_system(host.scenario.sink))
+    return all(system in _LAYOUT_CHECKS[check] for check in checks & set(_LAYOUT_CHECKS))
 
 
 def _covers(mine: list[FaultSpec], theirs: list[FaultSpec]) -> bool:
@@ -129,10 +146,14 @@ def _shape(workload: WorkloadSpec) -> WorkloadSpec:
 
 
 def _append_only(sink_reference: str) -> bool:
+    return isinstance(_output_system(sink_reference), _APPEND_ONLY)
+
+
+def _output_system(sink_reference: str) -> object | None:
     try:
-        return isinstance(declared_output_system(load_connector(sink_reference, "sink")), _APPEND_ONLY)
+        return declared_output_system(load_connector(sink_reference, "sink"))
     except Exception:  # noqa: BLE001 - a sink that cannot be loaded hosts nothing; its own run says why
-        return False
+        return None
 
 
 def _aimed(schedule: list[FaultSpec], field: str) -> set[str]:

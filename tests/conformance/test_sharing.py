@@ -21,6 +21,23 @@ OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
 _PAIR = ["streamcert-kafka", "streamcert-kafka-2pc"]
 
 
+@pytest.fixture
+def without_src3(monkeypatch):
+    """The reference source as one that waives SRC-3 (the task assignment only Spark's file sink shows): its
+    baseline and kill run can then be judged on the Kafka 2PC sink's."""
+    from streamcert.connectors.declarations import KafkaOffsetSourceUnderTest
+    from streamcert.harness.run.connectors import load_connector
+
+    class Waiving(KafkaOffsetSourceUnderTest):
+        claims = KafkaOffsetSourceUnderTest.claims - {"SRC-3"}
+        unclaimed = {"SRC-3": "assignment left to Spark"}
+
+    def load(reference, kind=None):
+        return Waiving() if reference == "streamcert-kafka" else load_connector(reference, kind)
+
+    monkeypatch.setattr(certify_module, "load_connector", load)
+
+
 def _run(certification, connector: str, name: str, duplicated: int = 0, missed: bool = False) -> JudgedRun:
     """A judged run of ``connector``'s ``name``: every planned kill cell reached (one missed with ``missed``), its
     output checks clean or with ``duplicated`` records."""
@@ -44,9 +61,17 @@ def _verdict(verdicts, connector, requirement):
     return next(v for v in verdicts if v.connector == connector and v.requirement == requirement)
 
 
+def test_the_reference_pair_shares_the_failover_run_only_since_a_kafka_topic_cannot_show_the_task_assignment():
+    """SRC-3 (judged by the source's baseline and kill run) reads which task wrote which file of Spark's file sink."""
+    for quick in (True, False):
+        shared = {(run.connector, run.name, run.hosted_by) for run in prepare(None, seed=1, quick=quick).runs
+                  if run.hosted_by}
+        assert shared == (set() if quick else {("streamcert-kafka", "failover", "streamcert-kafka-2pc")})
+
+
 @pytest.mark.parametrize(("quick", "name"), [(True, "baseline"), (True, "driver-kills"), (False, "baseline"),
                                              (False, "driver-kills"), (False, "failover")])
-def test_the_reference_source_s_runs_are_hosted_by_the_kafka_2pc_sink_s_which_read_through_it(quick, name):
+def test_a_source_s_runs_are_hosted_by_the_kafka_2pc_sink_s_which_read_through_it(without_src3, quick, name):
     certification = prepare(None, seed=1, quick=quick)
     [source_kills] = [run for run in certification.runs if run.connector == "streamcert-kafka" and run.name == name]
     host = host_of(certification.runs, source_kills)
@@ -59,7 +84,7 @@ def test_the_reference_source_s_runs_are_hosted_by_the_kafka_2pc_sink_s_which_re
     assert source_kills not in _in_order(certification) and host in _in_order(certification)
 
 
-def test_nothing_is_shared_without_the_pair_or_without_the_host_s_run():
+def test_nothing_is_shared_without_the_pair_or_without_the_host_s_run(without_src3):
     assert not any(run.hosted_by for run in prepare(["streamcert-kafka"], seed=1).runs)
     assert not any(run.hosted_by for run in prepare(["streamcert-kafka", "streamcert-pg-2pc"], seed=1).runs)
     # only SRC-1 asked for: the sink's kill run judges nothing wanted and is not planned
@@ -68,7 +93,7 @@ def test_nothing_is_shared_without_the_pair_or_without_the_host_s_run():
         ("streamcert-kafka", "driver-kills", None)]
 
 
-def test_a_host_whose_kills_leave_out_a_moment_or_a_batch_class_of_the_source_s_run_hosts_nothing():
+def test_a_host_whose_kills_leave_out_a_moment_or_a_batch_class_of_the_source_s_run_hosts_nothing(without_src3):
     certification = prepare(_PAIR, ["SRC-1", "SNK-1"], seed=1)
     unshared = [dataclasses.replace(run, hosted_by=None, also_judges=()) for run in certification.runs]
     [host] = [run for run in unshared if run.connector == "streamcert-kafka-2pc"]
@@ -107,7 +132,7 @@ def test_a_failover_run_hosts_the_source_s_only_when_it_carries_each_of_its_fail
         assert not any(run.hosted_by for run in share_runs(changed, certification.connectors))
 
 
-def test_the_source_s_own_run_runs_only_when_the_shared_run_did_not_pass_all_it_judges_for_the_source():
+def test_the_source_s_own_run_runs_only_when_the_shared_run_did_not_pass_all_it_judges_for_the_source(without_src3):
     certification = prepare(_PAIR, ["SRC-1", "SNK-1"], seed=1)
     [source_kills] = [run for run in certification.runs if run.connector == "streamcert-kafka"]
     said = []
@@ -121,7 +146,7 @@ def test_the_source_s_own_run_runs_only_when_the_shared_run_did_not_pass_all_it_
     assert _fallbacks_due(certification, None, None) == []  # the host could not run: nothing more
 
 
-def test_a_source_is_judged_on_the_shared_run_and_on_its_own_once_that_ran():
+def test_a_source_is_judged_on_the_shared_run_and_on_its_own_once_that_ran(without_src3):
     certification = prepare(_PAIR, ["SRC-1", "SNK-1"], seed=1)
     clean_host = _run(certification, "streamcert-kafka-2pc", "driver-kills")
     passed = _verdict(_verdicts(certification, [clean_host]), "streamcert-kafka", "SRC-1")
@@ -152,8 +177,8 @@ def test_a_source_is_judged_on_the_shared_run_and_on_its_own_once_that_ran():
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_certification_runs_the_source_s_own_run_right_after_a_host_that_did_not_pass_it(monkeypatch, tmp_path,
-                                                                                           jobs):
+def test_a_certification_runs_the_source_s_own_run_right_after_a_host_that_did_not_pass_it(without_src3, monkeypatch,
+                                                                                           tmp_path, jobs):
     """The runs themselves replaced by canned results: what ran, in which order, and what the progress heard."""
     certification = prepare(_PAIR, ["SRC-1", "SNK-1"], seed=1)
     ran, said = [], []
@@ -180,7 +205,7 @@ def test_a_certification_runs_the_source_s_own_run_right_after_a_host_that_did_n
 
 
 @pytest.mark.parametrize("count", [2, 3, 4, 5])
-def test_a_shard_holds_a_hosted_run_with_its_host(count):
+def test_a_shard_holds_a_hosted_run_with_its_host(without_src3, count):
     runs = prepare(None, seed=1).runs
     shards = assign(runs, count)
     for run in runs:
@@ -190,16 +215,17 @@ def test_a_shard_holds_a_hosted_run_with_its_host(count):
     assert set(shards) == {(run.connector, run.name) for run in runs}
 
 
-def test_a_hosted_run_whose_host_cannot_run_here_runs_itself():
+def test_a_hosted_run_whose_host_cannot_run_here_runs_itself(without_src3):
     certification = prepare(None, seed=1, quick=True)
     certification.skipped_runs[("streamcert-kafka-2pc", "driver-kills")] = "not on this stack"
     assert ("streamcert-kafka", "driver-kills") in {(run.connector, run.name) for run in _in_order(certification)}
 
 
 @pytest.mark.integration
-def test_a_source_certified_beside_the_sink_reading_through_it_is_judged_on_the_sink_s_baseline(stack, tmp_path):
-    """On the real stack: the Kafka 2PC sink's baseline reads through the reference source; the source's own baseline
-    is spared, and its requirements of that run pass on the sink's, whose report and summary say so."""
+def test_a_source_certified_beside_the_sink_reading_through_it_is_judged_on_the_sink_s_baseline(without_src3, stack,
+                                                                                               tmp_path):
+    """On the real stack: the Kafka 2PC sink's baseline reads through the reference source (here waiving SRC-3); the
+    source's own baseline is spared, and its requirements of that run pass on the sink's, whose report says so."""
     from streamcert.conformance.certify import certify
     from streamcert.reports.render import render_reports
 
