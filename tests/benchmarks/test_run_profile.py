@@ -46,3 +46,19 @@ def test_the_command_prints_a_table_and_refuses_a_folder_without_a_run(tmp_path,
     assert "steady batch median 500.0 ms (triggerExecution 500)" in out
     assert main([str(tmp_path / "nothing")]) == 2
     assert "Hint" in capsys.readouterr().err
+
+
+def test_first_batches_after_restarts_are_counted_against_the_bar_and_split_by_the_standby_s_warm_up(tmp_path,
+                                                                                                      capsys):
+    from streamcert.benchmarks.run_profile import first_batches_after_restarts
+
+    profile = profile_run(_run_folder(tmp_path))
+    figures = first_batches_after_restarts([profile])  # attempt 1 is no restart; attempt 2's standby was cut short
+    assert (figures["count"], figures["median_s"], figures["within_bar"], figures["bar_s"]) == (1, 3.0, 1, 3.0)
+    assert figures["warm_up_done"]["count"] == 0 and figures["warm_up_not_done"]["count"] == 1
+    warmed = {**profile, "attempts": [{**attempt, "warm_up_done": True, "first_batch_s": 3.5}
+                                       for attempt in profile["attempts"]]}
+    both = first_batches_after_restarts([profile, warmed])
+    assert (both["count"], both["within_bar"], both["max_s"], both["warm_up_done"]["median_s"]) == (2, 1, 3.5, 3.5)
+    assert main([str(tmp_path)]) == 0
+    assert "first batch after a restart: all 1 (median 3.0 s, longest 3.0 s, 1 within 3 s)" in capsys.readouterr().out
