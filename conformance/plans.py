@@ -163,9 +163,6 @@ def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = MO
     if quick:
         classes = [rng.choice(("first", "steady")) for _ in moments]
         pairs = [(moment, batch_class) for moment, batch_class in zip(steady, classes, strict=True)]
-        if _COMMIT_MOMENT in moments:  # the commit's other band: a steady kill too, taking its turn
-            pairs += [(_COMMIT_MOMENT, "steady")] * (len(_QUICK_COMMIT_BANDS) - pairs.count((_COMMIT_MOMENT, "steady")))
-        pairs = _taking_turns(pairs)
         replays = 1
     else:
         pairs = [cell for both in zip([(m, "steady") for m in steady], [(m, "first") for m in first], strict=True)
@@ -192,21 +189,6 @@ def _moment_kills(rng: random.Random, quick: bool, moments: tuple[str, ...] = MO
         "fraction": round(rng.uniform(*(next(in_commit) if (moment, batch_class) == (_COMMIT_MOMENT, "steady")
                                         else _FRACTIONS[batch_class])), 3)}, 0.0)
             for moment, batch_class in cells]
-
-
-def _taking_turns(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``cells`` with steady and first-batch cells in turn, steady first, each class in its drawn order (the rest of
-    the larger class at the end). A first-batch kill ends its attempt a second or two after the restart, before the
-    standby that takes over next has warmed up: two in a row left the restart after them waiting for a standby still
-    starting (3.5 s), then a first batch of 4-8 s instead of 1-2 (the quick Kafka 2PC kill run, session 26). A
-    steady kill's attempt commits a few batches first, the standby's time to warm."""
-    steady = [cell for cell in cells if cell[1] == "steady"]
-    first = [cell for cell in cells if cell[1] != "steady"]
-    turns = []
-    while steady or first:
-        turns += steady[:1] + first[:1]
-        steady, first = steady[1:], first[1:]
-    return turns
 
 
 #: How deep into its moment a kill of each class of batch strikes, as a fraction of the moment's learnt length.

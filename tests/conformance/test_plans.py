@@ -67,25 +67,6 @@ def test_the_quick_plan_strikes_every_moment_once_and_one_replay_of_a_replay():
     assert [c for _m, c in cells].count("replay_of_replay") == 1
 
 
-def test_the_quick_plan_s_first_batch_kills_come_between_steady_ones_while_there_are_steady_ones():
-    """A first-batch kill leaves the next standby no time to warm: the quick plan puts a steady kill between two of
-    them wherever it has one, and keeps every cell."""
-    for seed in range(1, 9):
-        for reference in ("streamcert-kafka-2pc", "streamcert-pg-2pc", "streamcert-kafka"):
-            [run] = [r for r in plan(reference, load_connector(reference), seed=seed, quick=True)
-                     if r.name == "driver-kills"]
-            classes = [batch_class for _moment, batch_class in _cells(run) if batch_class != "replay_of_replay"]
-            steady, first = classes.count("steady"), len(classes) - classes.count("steady")
-            adjacent = sum(1 for a, b in zip(classes, classes[1:], strict=False) if a == b == "first")
-            assert adjacent == max(0, first - max(steady, 1)), (reference, seed, classes)
-    cells = [("planning", "first"), ("reading", "first"), ("writing", "steady"), ("read_done", "first"),
-             ("just_committed", "steady")]
-    from streamcert.conformance.plans import _taking_turns
-
-    assert _taking_turns(cells) == [("writing", "steady"), ("planning", "first"), ("just_committed", "steady"),
-                                    ("reading", "first"), ("read_done", "first")]
-
-
 def test_a_run_whose_sink_commits_in_milliseconds_plans_no_moment_inside_the_commit():
     """Spark's file sink (a source's partner, or certified itself) commits in the driver within milliseconds of its
     job's end, before the status API shows the end: no look can land there, so no such cell is planned."""
