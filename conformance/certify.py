@@ -434,7 +434,7 @@ def _run_jobs(certification: Certification, provider: str, jobs: int, out: Path,
                         return
                     ran = _run_one(certification, stacks, planned, out, judged, result, on_run, lock)
                     with lock:  # before this thread looks for its next run: a fallback due is never left behind
-                        due = _fallbacks_due(certification, ran, on_run)
+                        due = _fallbacks_due(certification, planned, ran, on_run)
                     for fallback in due:
                         pending.put(fallback)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
@@ -459,14 +459,16 @@ def _in_order(certification: Certification) -> list[PlannedRun]:
     return [planned for planned in here if not any(run is host_of(certification.runs, planned) for run in here)]
 
 
-def _fallbacks_due(certification: Certification, ran: JudgedRun | None, on_run) -> list[PlannedRun]:
-    """The runs ``ran`` stood in for that must run after all: those whose requirements it did not all pass (a
-    finding there may be the host's own; an undecided check gets the connector its own run). Each spared one is
-    said to ``on_run`` (``"spared"``)."""
+def _fallbacks_due(certification: Certification, host: PlannedRun, ran: JudgedRun | None,
+                   on_run) -> list[PlannedRun]:
+    """The runs planned ``host`` stood in for that must run after all: every one when it could not run on this
+    stack (``ran`` None: they get their own chance, or their own reason to be skipped), else those whose
+    requirements it did not all pass (a finding there may be the host's own; an undecided check gets the connector
+    its own run). Each spared one is said to ``on_run`` (``"spared"``)."""
     if ran is None:
-        return []
+        return hosted_runs(certification.runs, host)
     due = []
-    for hosted in hosted_runs(certification.runs, ran.planned):
+    for hosted in hosted_runs(certification.runs, host):
         connector = certification.connectors[hosted.connector]
         judged_here = {req.id for req in certification.requirements_of(connector) if req.id in connector.claims}
         verdicts = [judge(_Subject(connector.name), requirement(req_id), [ran]).verdict for req_id in hosted.judges
@@ -486,7 +488,7 @@ def _run_all(certification: Certification, stacks: _Stacks, out: Path, judged: l
     while index < len(order):
         ran = _run_one(certification, stacks, order[index], out, judged, result, on_run, None,
                        _queries_after(order, index), _next_query(order, index))
-        order[index + 1:index + 1] = _fallbacks_due(certification, ran, on_run)
+        order[index + 1:index + 1] = _fallbacks_due(certification, order[index], ran, on_run)
         index += 1
 
 

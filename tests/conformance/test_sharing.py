@@ -137,13 +137,15 @@ def test_the_source_s_own_run_runs_only_when_the_shared_run_did_not_pass_all_it_
     [source_kills] = [run for run in certification.runs if run.connector == "streamcert-kafka"]
     said = []
     clean = _run(certification, "streamcert-kafka-2pc", "driver-kills")
-    assert _fallbacks_due(certification, clean, lambda *args: said.append(args)) == []
+    host = clean.planned
+    assert _fallbacks_due(certification, host, clean, lambda *args: said.append(args)) == []
     assert said == [("spared", source_kills, None)]
     duplicated = _run(certification, "streamcert-kafka-2pc", "driver-kills", duplicated=3)
-    assert _fallbacks_due(certification, duplicated, None) == [source_kills]  # the sink's bug, or the source's?
+    assert _fallbacks_due(certification, host, duplicated, None) == [source_kills]  # the sink's bug, or the source's?
     missed = _run(certification, "streamcert-kafka-2pc", "driver-kills", missed=True)
-    assert _fallbacks_due(certification, missed, None) == [source_kills]  # unknown: the source gets its own chance
-    assert _fallbacks_due(certification, None, None) == []  # the host could not run: nothing more
+    assert _fallbacks_due(certification, host, missed, None) == [source_kills]  # unknown: its own chance
+    # the host could not run on this stack: the source's run gets its own chance (or its own reason to be skipped)
+    assert _fallbacks_due(certification, host, None, None) == [source_kills]
 
 
 def test_a_source_is_judged_on_the_shared_run_and_on_its_own_once_that_ran(without_src3):
@@ -244,3 +246,19 @@ def test_a_source_certified_beside_the_sink_reading_through_it_is_judged_on_the_
         assert verdict.verdict == "pass" and "shared: baseline of streamcert-kafka-2pc" in verdict.reason, verdict
     assert verdicts[("streamcert-kafka-2pc", "GEN-1")].verdict == "pass"
     assert "which reads through streamcert-kafka" in (tmp_path / "report.html").read_text()
+
+
+def test_a_source_s_run_whose_host_this_stack_cannot_have_is_tried_itself_and_skipped_with_its_own_reason(
+        monkeypatch, tmp_path):
+    """A provider without control of a 3-broker cluster skips the sink's failover run; the source's, which it hosted,
+    is then tried too and skipped with the same reason (not left unplanned and its requirement short of a run)."""
+    certification = prepare(_PAIR, ["SRC-8", "SNK-7"], seed=1)
+    certification.runs = [run for run in certification.runs if run.brokers == 3]
+    assert {(run.connector, run.name, run.hosted_by) for run in certification.runs} >= {
+        ("streamcert-kafka", "failover", "streamcert-kafka-2pc"), ("streamcert-kafka-2pc", "failover", None)}
+    monkeypatch.setattr(certify_module._Stacks, "cannot_start", lambda self, brokers: "no 3-broker cluster here")
+    result = certify_module.certify(certification, tmp_path, jobs=1)
+    skipped = {(entry["connector"], entry["scenario"]): entry["reason"] for entry in result.skipped_runs}
+    assert skipped[("streamcert-kafka", "failover")] == skipped[("streamcert-kafka-2pc", "failover")] == (
+        "no 3-broker cluster here")
+    assert not result.runs
