@@ -38,6 +38,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 
+from streamcert.conformance.catalogue import requirement
 from streamcert.conformance.plans import PlannedRun
 from streamcert.harness.faults.moments import MomentKillParams
 from streamcert.harness.faults.schedule import FaultSpec
@@ -116,8 +117,6 @@ def _can_host(run: PlannedRun, hosted: PlannedRun, connectors: Mapping[str, Conn
 def _decides(host: PlannedRun, hosted: PlannedRun, connector: Connector) -> bool:
     """Whether ``host``'s output can decide every check of the requirements ``hosted`` judges that ``connector``
     claims: a check that reads how the output was laid out by the tasks that wrote it needs that sink's output."""
-    from streamcert.conformance.catalogue import requirement
-
     checks = {check for req_id in hosted.judges if req_id in connector.claims for check in requirement(req_id).checks}
     system = type(_output_system(host.scenario.sink))
     return all(system in _LAYOUT_CHECKS[check] for check in checks & set(_LAYOUT_CHECKS))
