@@ -48,10 +48,10 @@ def _run(certification, connector: str, name: str, duplicated: int = 0, missed: 
                 "strikes": [{"moments": [spec.params.get("moment")], "batch_class": spec.params.get("batch_class"),
                              "landed": not (missed and index == 0), "wanted": True}]}
                for index, spec in enumerate(schedule)]
-    checks = [{"name": name, "valid": not (name == "duplicate" and duplicated),
-               "counts": {"duplicated_ids": duplicated} if name == "duplicate" else {},
-               "violations": [{"id": 7}] if name == "duplicate" and duplicated else [], "error": None}
-              for name in (*OUTPUT, "query_failures")]
+    checks = [{"name": check, "valid": not (check == "duplicate" and duplicated),
+               "counts": {"duplicated_ids": duplicated} if check == "duplicate" else {},
+               "violations": [{"id": 7}] if check == "duplicate" and duplicated else [], "error": None}
+              for check in (*OUTPUT, "query_failures")]
     result = RunResult(scenario={"options": {}}, seed=1, complete=True, checks=checks, history=history)
     evidence = RunEvidence(history, [], {}, {}, schedule=[spec.model_dump() for spec in schedule])
     return JudgedRun(planned, result, evidence, Path("runs") / connector / name)
