@@ -456,7 +456,8 @@ def _in_order(certification: Certification) -> list[PlannedRun]:
     here = [planned for planned in sorted(certification.runs, key=lambda run: run.brokers)
             if (planned.connector, planned.name) not in certification.skipped_runs
             and (planned.connector, planned.name) not in certification.elsewhere]
-    return [planned for planned in here if not any(run is host_of(certification.runs, planned) for run in here)]
+    hosts = {id(planned): host_of(certification.runs, planned) for planned in here}
+    return [planned for planned in here if not any(run is hosts[id(planned)] for run in here)]
 
 
 def _fallbacks_due(certification: Certification, host: PlannedRun, ran: JudgedRun | None,
@@ -687,10 +688,9 @@ def _host_requirement(certification: Certification, runs: list[JudgedRun]) -> tu
     for run in runs:
         if run.host is None:
             continue
-        reference = run.planned.hosted_by
-        host = next(planned for planned in certification.runs
-                    if planned.connector == reference and planned.name == run.planned.name)
-        return reference, next(req for req in host.judges if req in certification.connectors[reference].claims)
+        host = host_of(certification.runs, run.planned)
+        return host.connector, next(req for req in host.judges
+                                    if req in certification.connectors[host.connector].claims)
     return None
 
 

@@ -55,8 +55,8 @@ def assign(runs: Iterable[PlannedRun], count: int) -> dict[tuple[str, str], int]
     expected time so far (ties to the lower shard); the same plan always splits the same way. A run another run
     hosts (:mod:`~streamcert.conformance.sharing`) goes with its host: only that shard knows whether it must run."""
     runs = list(runs)
-    hosted = [run for run in runs if host_of(runs, run) is not None]
-    ordered = sorted((run for run in runs if host_of(runs, run) is None),
+    hosts = [(run, host_of(runs, run)) for run in runs]
+    ordered = sorted((run for run, host in hosts if host is None),
                      key=lambda run: (-RUN_COST.get(run.name, _DEFAULT_COST), run.connector, run.name))
     load = [0.0] * count
     shards: dict[tuple[str, str], int] = {}
@@ -64,7 +64,7 @@ def assign(runs: Iterable[PlannedRun], count: int) -> dict[tuple[str, str], int]
         lightest = min(range(count), key=lambda index: (load[index], index))
         load[lightest] += RUN_COST.get(run.name, _DEFAULT_COST)
         shards[(run.connector, run.name)] = lightest + 1
-    for run in hosted:
-        host = host_of(runs, run)
-        shards[(run.connector, run.name)] = shards[(host.connector, host.name)]
+    for run, host in hosts:
+        if host is not None:
+            shards[(run.connector, run.name)] = shards[(host.connector, host.name)]
     return shards
