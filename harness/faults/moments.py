@@ -21,7 +21,8 @@ reached, how long after the look the driver froze) and says whether the wanted c
 restarts the driver from its checkpoint. With ``slow_link`` the connector's own link carries a latency toxic (both
 ways, or with ``slow_streams="downstream"`` on the answers only) from the first look at the wanted batch until the
 kill, so a multi-step commit's steps are a round trip or more apart. A ``fraction`` aims into the moment by its length
-learnt on the run's earlier batches slowed the same way. :class:`PythonWorkerKillAtMoment` kills the Python workers
+learnt on the run's earlier batches slowed the same way; ``round_trips_before_end`` aims back from its end instead (a
+commit's last step, wherever its earlier steps took it). :class:`PythonWorkerKillAtMoment` kills the Python workers
 running a steady batch's tasks instead of the driver, :class:`ExecutorKillAtMoment` the executor JVM running one
 (Spark retries the tasks).
 """
@@ -65,6 +66,13 @@ class MomentKillParams(FaultParams):
                             description="how far into the moment to strike, as a fraction of its median length on "
                                         "the batches this run's moment kills watched before with the link slowed the "
                                         "same way (0: as soon as seen)")
+    round_trips_before_end: float | None = Field(
+        None, ge=0.5, le=10, allow_inf_nan=False,
+        description="with the link slowed: strike this many round trips of the slowed link before the moment's end, "
+                    "as the shortest length learnt for it (slowed the same way) puts it, instead of at ``fraction``: "
+                    "a multi-step commit's last step, where a record-then-commit bug lives, sits a round trip or two "
+                    "before the end of every batch whatever the length of its earlier steps (without a slowed link "
+                    "``fraction`` aims)")
     slow_link: str | None = Field(None, min_length=1, description="the connector's own link (kafka, postgres, or an "
                                                                   "endpoint of its external system), slowed by a "
                                                                   "latency toxic (slow_streams says which ways) from "
@@ -130,22 +138,37 @@ class _MomentClock:
         (a moment shorter than a look or two shows in one look only, and must be struck there)."""
         return self.since(batch, moment, now) + self.look_s >= aim
 
-    def aim(self, moment: str, batch_class: str, fraction: float, slowed: Any = None) -> float | None:
+    def aim(self, moment: str, batch_class: str, fraction: float, slowed: Any = None,
+            round_trips_before_end: float | None = None) -> float | None:
         """Seconds into ``moment`` to strike: ``fraction`` of its median length so far in batches of that kind with
-        the link slowed the same way; 0 for ``fraction`` 0. For a steady batch, None while no such batch was seen
-        (watch one first: an aim taken from an unslowed batch would strike a slowed one early). An attempt's first
-        batch is one chance: without a length of its own class it takes the steady batches' (a commit lasts as
-        long in either; a first batch's reading and writing longer, so the aim stays inside them), else strikes
-        at once."""
-        if not fraction:
+        the link slowed the same way; 0 for ``fraction`` 0. With ``round_trips_before_end`` and the link slowed
+        (``slowed``: link, latency each way, streams), that many round trips before the end of the shortest such
+        length instead: an aim measured back from the end stays inside a commit's last step in a batch whose
+        earlier steps ran shorter (the length of an idempotent producer's first connection varies by half a second
+        from batch to batch; its median put a late aim past the last step of the shorter ones). For a steady batch,
+        None while no such batch was seen (watch one first: an aim taken from an unslowed batch would strike a
+        slowed one early). An attempt's first batch is one chance: without a length of its own class it takes the
+        steady batches' (a commit lasts as long in either; a first batch's reading and writing longer, so the aim
+        stays inside them), else strikes at once."""
+        from_end = round_trips_before_end is not None and slowed is not None
+        if not fraction and not from_end:
             return 0.0
         first = batch_class in ("first", "replay_of_replay")
         known = self.lengths.get((moment, first, slowed)) or (self.lengths.get((moment, False, slowed))
                                                                if first else None)
-        if known:
-            length = statistics.median(known)
-            return fraction * length if length > 2 * self.look_s else 0.0
-        return 0.0 if first else None
+        if not known:
+            return 0.0 if first else None
+        if from_end:
+            return max(0.0, min(known) - round_trips_before_end * _round_trip_s(slowed))
+        length = statistics.median(known)
+        return fraction * length if length > 2 * self.look_s else 0.0
+
+
+def _round_trip_s(slowed: tuple[str, int, str]) -> float:
+    """Seconds a request and its answer take on the link slowed as ``slowed`` says (the latency both ways, or on
+    the answers only), beyond what they take unslowed."""
+    _link, latency_ms, streams = slowed
+    return latency_ms * (2 if streams == "both" else 1) / 1000
 
 
 class _Reach:
@@ -368,7 +391,7 @@ class DriverKillAtMoment(Fault):
                     for earlier in [batch for batch in passed if batch < seen.batch]:
                         reach.passed(earlier)
                     aim = reach.capped(clock.aim(params.moment, params.batch_class, params.fraction,
-                                                 self._slowing()))
+                                                 self._slowing(), params.round_trips_before_end))
                     wanted = seen.batch_class == params.batch_class and params.moment in seen.moments
                     if seen.batch_class == params.batch_class:
                         self._log.saw(seen, wanted, clock.since(seen.batch, params.moment, now), aim)

@@ -221,6 +221,11 @@ def test_steady_kills_inside_a_driver_side_commit_strike_early_in_the_middle_and
                            if params["moment"] == "commit_in_flight" and params["batch_class"] == "steady")
         assert len(fractions) == bands
         assert fractions[0] < 0.5 and fractions[-1] > 0.5  # a bug between two steps is struck wherever it lies
+        # the late one measures back from the commit's end in round trips of the slowed link (its last step)
+        from_end = [params for _fault, _target, params, _duration in kills if "round_trips_before_end" in params]
+        assert [(p["moment"], p["batch_class"], p["fraction"]) for p in from_end] == [
+            ("commit_in_flight", "steady", fractions[-1])]
+        assert 1.25 <= from_end[0]["round_trips_before_end"] <= 2.25
 
 
 def test_runs_that_restart_the_driver_on_a_local_master_keep_a_warm_standby_and_no_other_does():

@@ -55,6 +55,31 @@ def test_an_aim_later_than_the_looks_reach_is_brought_back_to_where_they_reached
     assert shrinking.capped(1.766) < 0.489 < 0.496
 
 
+def test_a_late_commit_kill_aims_round_trips_before_the_end_of_the_shortest_commit_not_at_a_fraction_of_the_median():
+    """Session 26's escape: a commit on a 69-ms link learnt as 2.55-3.1 s long (its first step, an idempotent
+    producer's connection, varies), its bug in the round trips before the last step. A late fraction (0.884) of the
+    median strikes past the end of a 2.55-s commit; an aim 1.5 round trips before the shortest length learnt strikes
+    before the last step of every batch seen. Without a slowed link the round trip is unknown and the fraction
+    aims; with nothing learnt a steady kill watches a batch first, and a first batch strikes at once."""
+    clock = _MomentClock(_Driver())
+    slowed = ("kafka", 69, "both")
+    clock.lengths[("commit_in_flight", False, slowed)] = [2.81, 2.55, 3.1]
+    assert clock.aim("commit_in_flight", "steady", 0.884, slowed) == pytest.approx(0.884 * 2.81)  # > 2.55 - 0.138
+    from_end = clock.aim("commit_in_flight", "steady", 0.884, slowed, round_trips_before_end=1.5)
+    assert from_end == pytest.approx(2.55 - 1.5 * 0.138)
+    answers_only = ("kafka", 69, "downstream")
+    clock.lengths[("commit_in_flight", False, answers_only)] = [2.0]
+    assert clock.aim("commit_in_flight", "steady", 0.5, answers_only, 2.0) == pytest.approx(2.0 - 2 * 0.069)
+    clock.lengths[("commit_in_flight", False, None)] = [0.4]
+    assert clock.aim("commit_in_flight", "steady", 0.5, None, 1.5) == pytest.approx(0.2)
+    assert clock.aim("writing", "steady", 0.5, slowed, 1.5) is None
+    assert clock.aim("writing", "first", 0.5, slowed, 1.5) == 0.0
+    clock.lengths[("writing", False, slowed)] = [0.1]
+    assert clock.aim("writing", "steady", 0.5, slowed, 1.5) == 0.0  # shorter than the round trips: at once
+    # the first batch takes the steady batches' length, as a fraction does
+    assert clock.aim("commit_in_flight", "first", 0.0, slowed, 1.5) == pytest.approx(from_end)
+
+
 def test_a_kill_that_never_struck_says_what_its_looks_saw_of_each_watched_batch():
     """The evidence of a miss: per watched batch, how many looks, the moments they saw, how late into the wanted
     moment they got and where the strike aimed; the moment lengths learnt, by kind of batch and slowing."""
