@@ -33,9 +33,10 @@ the ones waiting are discarded: each costs ~15 s of CPU, taken from the attempt.
 
 Each driver child gives Spark a scratch folder of its own under :attr:`DriverProcess.scratch_dir` (``spark.local.dir``
 and the JVM's ``java.io.tmpdir``: block manager files, the RocksDB state stores' working copies, the native libraries
-the JVM unpacks). A SIGKILLed JVM never removes its own, and a kill run kills a dozen or more: left in ``/tmp`` they
-came to ~30 MB a killed stateful attempt, gigabytes a day of certifications. The harness removes a child's scratch
-once the child is gone, and all of it when the driver stops.
+the JVM unpacks) and its ``TMPDIR`` (a standby's warm-up queries, the Python workers' temporary files). A SIGKILLed
+JVM never removes its own, and a kill run kills a dozen or more: left in ``/tmp`` they came to ~30 MB a killed
+stateful attempt, gigabytes a day of certifications. The harness removes a child's scratch once the child is gone,
+and all of it when the driver stops.
 """
 
 from __future__ import annotations
@@ -405,7 +406,10 @@ def spawn_driver_child(label: str, log_path: Path, spec_file: Path, events_file:
     """Start ``python -m streamcert.harness.run.driver`` for ``attempt`` (a standby waiting for ``go_file`` when
     given), its output in ``log_path``; ``points_dir`` and ``scratch`` reach it, its JVM and its Python workers
     through the environment, with the run's and the child's own token."""
-    env = token_env(run_token, dict(os.environ, PYTHONUNBUFFERED="1", **{
+    # TMPDIR too: the child's own temporary folders (a standby's warm-up queries' output) and its Python workers'
+    # go to the scratch the harness removes, not to /tmp, where a SIGKILLed standby left one per warm-up
+    scratch.mkdir(parents=True, exist_ok=True)
+    env = token_env(run_token, dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(scratch), **{
         DRIVER_TOKEN_VAR: driver_token, POINTS_DIR_VAR: str(points_dir), SCRATCH_VAR: str(scratch)}))
     argv = [sys.executable, "-m", "streamcert.harness.run.driver", str(spec_file), str(events_file),
             str(attempt)] + ([str(go_file)] if go_file is not None else [])

@@ -307,6 +307,10 @@ def _spark_scratch_of(driver_token: str, driver: DriverProcess):
     jvms = [p for p in map(psutil.Process, processes_with_token(driver_token, var=DRIVER_TOKEN_VAR))
             if p.name() == "java"]
     assert jvms and all(f"-Djava.io.tmpdir={scratch}" in p.cmdline() for p in jvms), [p.cmdline() for p in jvms]
+    # the Python side's temporary folders too (a standby's warm-up output): a killed standby left them in /tmp
+    children = [p for p in map(psutil.Process, processes_with_token(driver_token, var=DRIVER_TOKEN_VAR))
+                if p.name().startswith("python")]
+    assert children and all(p.environ().get("TMPDIR") == str(scratch) for p in children)
     return scratch
 
 
