@@ -106,20 +106,6 @@ def test_a_connector_built_for_another_spark_is_skipped_with_the_reason(monkeypa
     assert not prepare([reference], ["SNK-1"]).skipped_runs
 
 
-@pytest.fixture(scope="module")
-def kafka_cluster(tmp_path_factory):
-    """A 3-node cluster of this module's own, stopped when its tests end: the session's one (tests/conftest.py)
-    would otherwise idle through every later test of the run (three JVMs), and the zombie runs of the mutants are
-    sensitive to that load."""
-    from streamcert.harness.stack.kafka_cluster import LocalKafkaCluster
-    from streamcert.harness.stack.toxiproxy import LocalToxiproxy
-
-    folder = tmp_path_factory.mktemp("certify-cluster")
-    with LocalToxiproxy(folder / "toxiproxy") as toxiproxy, \
-            LocalKafkaCluster(folder / "kafka", toxiproxy.api, nodes=3, heap_mb=256) as cluster:
-        yield cluster
-
-
 @pytest.mark.integration
 def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_settings_lose_it(kafka_cluster, tmp_path):
     """BRK-1 and BRK-2 end to end on the session's 3-node cluster, as `streamcert certify --requirements BRK-1
