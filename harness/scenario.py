@@ -239,6 +239,7 @@ class _Run:
     faults: list[Fault] = field(default_factory=list)
     spark_cluster: Any = None
     watch: FirstFindingWatch | None = None
+    timeline: FaultTimeline | None = None
 
 
 def run_scenario(env: Any, scenario: Scenario, workdir: Path, driver_pool: Any = None) -> RunResult:
@@ -311,7 +312,7 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
             run.writer, scenario.warm_up_records, scenario.workload, first_id=WARM_UP_ID_BASE))
     run.driver.start()
     run.history.record("driver-start", attempt=run.driver.attempt)
-    timeline = _start_timeline(scenario, run)
+    timeline = run.timeline = _start_timeline(scenario, run)
     if scenario.stop_at_first_finding:
         run.watch = FirstFindingWatch(run.observer, timeline, run.history,
                                       exclude=lambda frame: _without_warm_up(frame, scenario.warm_up_records)).start()
@@ -706,9 +707,19 @@ def _with_keys(output: pd.DataFrame, observer: Observer, ledger: pd.DataFrame) -
     return output
 
 
+#: Seconds the teardown waits for an abandoned fault timeline's faults to stop (a moment kill gives up at its next
+#: look; a struck kill's heal restarts the driver, which the teardown then stops).
+_TIMELINE_STOP_S = 60.0
+
+
 def _tear_down(run: _Run) -> None:
     if run.watch is not None:
         _safely(run.watch.stop)
+    if run.timeline is not None and not run.timeline.done():
+        # interrupted (Ctrl-C, SIGTERM) or failed mid-schedule: the timeline's thread would go on killing and
+        # restarting the driver after the teardown stopped it, leaving attempts running when the process exits
+        run.timeline.abandon("the run ended before its schedule did")
+        run.timeline.join(_TIMELINE_STOP_S)
     for fault in run.faults:
         _safely(fault.stop)
     if run.driver is not None:

@@ -60,6 +60,8 @@ class FaultTimeline:
         self._thread: threading.Thread | None = None
         self._cut_short: str | None = None
         self._cut = threading.Event()
+        #: set by :meth:`abandon`: faults held for their duration are stopped at once
+        self._abandoned = threading.Event()
 
     def start(self) -> "FaultTimeline":
         """Begin in the background; returns at once."""
@@ -88,6 +90,13 @@ class FaultTimeline:
             self._cut.set()
             for fault in self.faults:
                 fault.cancel()
+
+    def abandon(self, reason: str) -> None:
+        """The run is ending before its schedule did (interrupted, or failed): :meth:`cut_short`, and a fault held
+        for its duration is stopped at once. Its stop still runs in the timeline's thread (a driver kill's heal
+        restarts the driver): :meth:`join` before stopping what the faults act on, or a heal restarts it after."""
+        self.cut_short(reason)
+        self._abandoned.set()
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until every fault stopped (or was never started because the gate said no)."""
@@ -121,7 +130,7 @@ class FaultTimeline:
             return
         try:
             recorded(self.history, spec, "start", fault.start)
-            time.sleep(spec.duration_s)
+            self._abandoned.wait(spec.duration_s)
         finally:
             self._stopping[index].set()
             recorded(self.history, spec, "stop", fault.stop)

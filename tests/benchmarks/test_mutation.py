@@ -141,32 +141,38 @@ def test_a_mutant_s_kill_run_stops_its_schedule_at_the_first_duplicate_and_still
 
 @pytest.mark.integration
 def test_a_terminated_mutation_score_stops_its_stack_and_says_where_its_pairs_are(tmp_path):
-    """`tox -e mutants` cancelled (CI, `kill`): SIGTERM ends it as Ctrl-C does, every process it started (broker,
-    database, proxy, drivers) stopped, exit 130."""
+    """`tox -e mutants` cancelled (CI, `kill`) in the middle of a kill run: SIGTERM ends it as Ctrl-C does, exit
+    130, and nothing it started is left: not its stack, and not a driver attempt or standby (session 27: a driver
+    kill's heal, in the fault timeline's thread, restarted the driver after the teardown had stopped it; a race
+    this test meets only by chance, which tests/harness/test_scenario.py makes certain)."""
     import signal
     import subprocess
     import sys
+    import threading
     import time
 
     import psutil
 
     out = tmp_path / "mutants.json"
     process = subprocess.Popen([sys.executable, "-m", "streamcert.benchmarks.mutation", "--mutants",
-                                "source_read_uncommitted", "--seeds", "1", "--out", str(out)],
+                                "source_offsets_in_memory", "--seeds", "1", "--out", str(out)],
                                stderr=subprocess.PIPE, text=True)
-    started, said = [], []
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(process.stderr), daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = process.stderr.readline()
-            said.append(line)
-            if not line or "Loading" in line:  # the stack is up and the first run feeds its input
-                break
+        deadline = time.monotonic() + 240
+        # the first kill restarted the driver and its second attempt's query runs: the next kill is watching it
+        while not _second_attempt_started(tmp_path):
+            assert time.monotonic() < deadline and process.poll() is None, "".join(said)
+            time.sleep(0.2)
+        time.sleep(1.0)
         started = psutil.Process(process.pid).children(recursive=True)
         assert started, "".join(said)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(120) == 130, "".join(said)
-        rest = process.stderr.read()
+        assert process.wait(180) == 130, "".join(said)
+        reader.join(10)
+        rest = "".join(said)
         assert "interrupted" in rest and str(out) in rest, rest
     finally:
         if process.poll() is None:
@@ -174,3 +180,20 @@ def test_a_terminated_mutation_score_stops_its_stack_and_says_where_its_pairs_ar
             process.wait()
     left = [child for child in started if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
     assert not left, [child.cmdline()[:3] for child in left]
+    time.sleep(2)  # a heal after the teardown would start its attempt within a moment
+    runs = [p for p in psutil.process_iter(["cmdline", "status"]) if p.info["status"] != psutil.STATUS_ZOMBIE
+            and any(str(tmp_path) in part for part in p.info["cmdline"] or ())]
+    assert not runs, [p.info["cmdline"][:4] for p in runs]
+
+
+def _second_attempt_started(folder) -> bool:
+    import json
+
+    for events in folder.glob("mutants/*/seed-1/runs/*/driver-kills/driver/driver-events.jsonl"):
+        lines = [line for line in events.read_text().splitlines() if line.strip()]
+        try:
+            if any(e.get("event") == "started" and e.get("attempt", 0) >= 2 for e in map(json.loads, lines)):
+                return True
+        except json.JSONDecodeError:  # a line being written
+            return False
+    return False

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from streamcert.harness.errors import ConfigurationError, StartupFailed
-from streamcert.harness.scenario import SCHEMA_FILE, Scenario, _check_brokers, json_schema, run_scenario
+from streamcert.harness.scenario import (SCHEMA_FILE, Scenario, _check_brokers, _Run, _tear_down, json_schema,
+                                        run_scenario)
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.workload import WorkloadSpec
 
@@ -202,3 +203,38 @@ def test_a_fed_load_needs_a_batch_size_and_a_bulk_load_while_the_query_runs():
     with pytest.raises(ConfigurationError, match="load_before_start"):
         Scenario(name="fed", feed_batches_ahead=4, options={"max_records_per_batch": 60}, load_before_start=True)
     assert Scenario(name="fed", feed_batches_ahead=4, options={"max_records_per_batch": 60}).feed_batches_ahead == 4
+
+
+def test_a_run_torn_down_mid_schedule_stops_its_fault_timeline_before_the_faults_and_the_driver():
+    """Session 27: a SIGTERMed mutation score left a driver attempt and two standbys running, started by a driver
+    kill's heal in the fault timeline's thread after the teardown had stopped the driver. The teardown abandons a
+    timeline still running and waits for it first; one that finished is left alone."""
+    import threading
+
+    from streamcert.harness.faults.schedule import FaultSpec
+    from streamcert.harness.faults.timeline import FaultTimeline
+    from streamcert.harness.run.history import History
+
+    order: list[str] = []
+    started = threading.Event()
+
+    class _Held:
+        def start(self) -> None:
+            started.set()
+
+        def stop(self) -> None:
+            order.append("heal")  # a driver kill's heal restarts the driver
+
+        def cancel(self) -> None:
+            pass
+
+    class _Driver:
+        def stop(self) -> None:
+            order.append("driver stopped")
+
+    fault = _Held()
+    timeline = FaultTimeline([FaultSpec("driver_kill", "driver", 0.0, 600.0)], [fault], History()).start()
+    assert started.wait(10)
+    _tear_down(_Run(driver=_Driver(), faults=[fault], timeline=timeline))
+    assert timeline.done()
+    assert order == ["heal", "heal", "driver stopped"]  # the timeline's heal, then the teardown's (idempotent)

@@ -67,6 +67,23 @@ def test_a_timeline_cut_short_finishes_the_fault_under_way_and_cancels_the_rest_
     assert {e["reason"] for e in history.events("fault-cancelled")} == {"a finding"}
 
 
+def test_an_abandoned_timeline_stops_a_fault_held_for_its_duration_at_once_and_starts_no_other():
+    """A run interrupted mid-schedule (Ctrl-C, SIGTERM): a cut alone would hold the fault under way for its whole
+    duration, then heal it after the teardown stopped what it acts on."""
+    history = History()
+    specs = [FaultSpec("driver_kill", "driver", 0.0, 600.0), FaultSpec("driver_kill", "driver", 0.0, 0.0, after=0)]
+    started = threading.Event()
+    timeline = FaultTimeline(specs, [_Fault(history, "held", on_start=started.set), _Fault(history, "next")],
+                             history).start()
+    assert started.wait(10)
+    timeline.abandon("interrupted")
+    timeline.join(10)
+    assert timeline.done()  # well within the held fault's 600 s
+    assert [(e["kind"], e["fault"]) for e in history.events()] == [
+        ("fault-start", "held"), ("fault-stop", "held"), ("fault-cancelled", "driver_kill")]
+    assert not timeline.may_still_act_on("driver")
+
+
 def test_a_fault_still_waiting_for_its_moment_gives_up_when_the_timeline_is_cut_short():
     """A moment kill waits (it watches the query) inside its start: cut short, the timeline cancels it too, and it
     injects nothing, so it has nothing to heal; the faults after it are cancelled as before."""
