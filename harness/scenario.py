@@ -718,8 +718,9 @@ def _tear_down(run: _Run) -> None:
     if run.timeline is not None and not run.timeline.done():
         # interrupted (Ctrl-C, SIGTERM) or failed mid-schedule: the timeline's thread would go on killing and
         # restarting the driver after the teardown stopped it, leaving attempts running when the process exits
-        run.timeline.abandon("the run ended before its schedule did")
-        run.timeline.join(_TIMELINE_STOP_S)
+        timeline = run.timeline
+        _safely(lambda: timeline.abandon("the run ended before its schedule did"))
+        _safely(lambda: timeline.join(_TIMELINE_STOP_S))
     for fault in run.faults:
         _safely(fault.stop)
     if run.driver is not None:
