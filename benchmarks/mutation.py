@@ -1,8 +1,10 @@
 """Benchmark: the mutation score. Every project mutant certified on the whole (full, not ``--quick``) plan of the
 requirements it is judged on, with the connectors' own fault points left out (``cooperative=False``), over several
 seeds; the detection rate is a measured figure (SPEC §8, §9: >= 95 % over 5 seeds), not a test that forces a fault.
+``--plan quick`` measures the quick plan's instead (what a CI gate of ``certify --quick`` catches; its own file).
 
     python -m streamcert.benchmarks.mutation --seeds 1-5 --out results/bench/mutants.json
+    python -m streamcert.benchmarks.mutation --plan quick --seeds 1-2   # results/bench/mutants-quick.json
     python -m streamcert.benchmarks.mutation --mutants source_resumes_from_group --seeds 1 --out /tmp/m.json
 
 A (mutant, seed) pair is **caught** when every requirement its bug breaks is ``fail``, each on a finding of a run
@@ -39,11 +41,13 @@ from streamcert.harness.arguments import seed as seed_argument
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.machine import git_commit, machine_info
 
-__all__ = ["SCHEMA_VERSION", "OUTPUT_CHECKS", "judge_pair", "score", "run_mutation_score", "main"]
+__all__ = ["SCHEMA_VERSION", "OUTPUT_CHECKS", "PLANS", "judge_pair", "score", "run_mutation_score", "main"]
 
 SCHEMA_VERSION = 1
 #: Checks whose failure is a finding about the output (the evidence checks other than fault_reached count too).
 OUTPUT_CHECKS = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order", "aggregator_batches")
+#: The plans a score can be measured on, and where each one's score goes by default.
+PLANS = {"full": Path("results/bench/mutants.json"), "quick": Path("results/bench/mutants-quick.json")}
 #: Checks that never make a catch: they say whether the run tested something, not what the connector did.
 _NOT_FINDINGS = ("fault_reached", "progress")
 
@@ -174,9 +178,9 @@ def _cut_runs(certification: dict[str, Any], folder: Path) -> list[str]:
 
 
 def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environment: Any = None,
-                       resume: bool = True) -> dict[str, Any]:
-    """Certify each mutant on each seed (cooperative points off) and write ``out`` (JSON) after every pair; return
-    the report. (``streamcert report OUT`` renders its page.)
+                       resume: bool = True, plan: str = "full") -> dict[str, Any]:
+    """Certify each mutant on each seed (cooperative points off) on ``plan`` (a key of :data:`PLANS`) and write
+    ``out`` (JSON) after every pair; return the report. (``streamcert report OUT`` renders its page.)
 
     ``resume``: the pairs an earlier, interrupted run of the same ``out`` measured are kept and not run again (a
     whole score takes hours: it may be measured over several sittings, on several machines). A kept pair's judgement
@@ -184,8 +188,8 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
     from streamcert.conformance.certify import certify, prepare
 
     report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": "mutation-score", "complete": False,
-                              "seeds": seeds, "cooperative": False, "plan": "full", "started_at": time.time(),
-                              "machine": machine_info(), "pairs": _earlier_pairs(out) if resume else []}
+                              "seeds": seeds, "cooperative": False, "plan": plan, "started_at": time.time(),
+                              "machine": machine_info(), "pairs": _earlier_pairs(out, plan) if resume else []}
     done = {(pair["mutant"], pair["seed"]) for pair in report["pairs"]}
     folder = out.parent / out.stem
     # seed by seed: every mutant is measured once before any is measured again, so a sitting cut short still
@@ -197,7 +201,7 @@ def run_mutation_score(mutants: list[Any], seeds: list[int], out: Path, environm
             run_folder = folder / _short(mutant.reference) / f"seed-{seed}"
             if run_folder.exists():  # a pair interrupted half way: measured again from the start
                 shutil.rmtree(run_folder)
-            certification = prepare([mutant.reference], mutant.requirements, seed=seed, quick=False,
+            certification = prepare([mutant.reference], mutant.requirements, seed=seed, quick=plan == "quick",
                                     cooperative=False, fail_fast=True)
             began = time.monotonic()
             result = certify(certification, run_folder, environment=environment)
@@ -235,9 +239,10 @@ def rejudge(out: Path) -> dict[str, Any]:
     return report
 
 
-def _earlier_pairs(out: Path) -> list[dict[str, Any]]:
-    """The pairs of an earlier run of ``out`` (none when there is no such file), whether or not their folders are
-    still on disk: a score committed by one sitting goes on in the next one's fresh checkout."""
+def _earlier_pairs(out: Path, plan: str = "full") -> list[dict[str, Any]]:
+    """The pairs of an earlier run of ``out`` on ``plan`` (none when there is no such file), whether or not their
+    folders are still on disk: a score committed by one sitting goes on in the next one's fresh checkout. A score of
+    another plan is refused: its pairs would count as this plan's."""
     if not out.exists():
         return []
     try:
@@ -247,6 +252,11 @@ def _earlier_pairs(out: Path) -> list[dict[str, Any]]:
     if not isinstance(earlier, dict) or earlier.get("kind") != "mutation-score":
         raise ConfigurationError(f"{out} is not a mutation score, and would be overwritten.",
                                  hint="Give --out a path of its own (results/bench/mutants.json by default).")
+    if earlier.get("plan", "full") != plan:
+        raise ConfigurationError(f"{out} holds a mutation score of the {earlier.get('plan', 'full')} plan; this one "
+                                 f"measures the {plan} plan, whose pairs cannot go on from it.",
+                                 hint=f"Give --out a path of its own ({PLANS[plan]} by default for --plan {plan}), "
+                                      "or --fresh to measure it again from nothing.")
     return [pair for pair in earlier.get("pairs", []) if isinstance(pair, dict) and "mutant" in pair]
 
 
@@ -276,12 +286,17 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3, 4, 5], help="a range (1-5) or a list (1,3)")
     parser.add_argument("--mutants", nargs="*", help="mutant module names (default: every mutant)")
-    parser.add_argument("--out", type=Path, default=Path("results/bench/mutants.json"))
+    parser.add_argument("--plan", choices=sorted(PLANS), default="full",
+                        help="the plan certified: full (the score SPEC §9 asks for) or quick (what a CI gate of "
+                             "`certify --quick` catches)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"the score's file (default: {PLANS['full']}, or {PLANS['quick']} with --plan quick)")
     parser.add_argument("--fresh", action="store_true", help="measure every pair again (default: keep the pairs an "
                                                             "earlier run of the same --out measured)")
     parser.add_argument("--rejudge", action="store_true", help="judge the pairs of --out again from their kept "
                                                                "evidence, and measure nothing")
     args = parser.parse_args(argv)
+    args.out = args.out or PLANS[args.plan]
     if args.rejudge:
         figures = rejudge(args.out)["score"]
         print(json.dumps({"detection_rate": figures["detection_rate"], "pairs": figures["pairs"],
@@ -295,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mutants = _selected(args.mutants)
         with Environment(EnvironmentConfig(provider="local")) as environment:
-            report = run_mutation_score(mutants, args.seeds, args.out, environment, resume=not args.fresh)
+            report = run_mutation_score(mutants, args.seeds, args.out, environment, resume=not args.fresh,
+                                        plan=args.plan)
     except StreamcertError as exc:
         print(f"streamcert mutants: {exc}", file=sys.stderr)
         return 2

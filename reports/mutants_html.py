@@ -68,10 +68,12 @@ def mutants_html(report: dict[str, Any]) -> str:
         by_mutant.setdefault(pair["mutant"], {})[pair["seed"]] = pair
     rate = figures.get("detection_rate")
     state = "incomplete" if not report.get("complete") else "ok" if rate is not None and rate >= 0.95 else "bad"
-    header = (f"<h1>streamcert mutation score</h1><p><span class=\"badge {state}\">"
+    title = "streamcert mutation score" + (" (quick plan)" if report.get("plan") == "quick" else "")
+    header = (f"<h1>{title}</h1><p><span class=\"badge {state}\">"
               f"{'n/a' if rate is None else format(rate, '.1%')} detected</span> "
               f"<span class=\"muted\">{figures.get('caught', 0)} of {figures.get('pairs', 0)} (mutant, seed) pairs "
-              f"caught · cooperative fault points off · seeds {', '.join(map(str, seeds))}"
+              f"caught · the {escape(str(report.get('plan', 'full')))} plan · cooperative fault points off · "
+              f"seeds {', '.join(map(str, seeds))}"
               f"{'' if report.get('complete') else ' · incomplete run'}</span></p>")
     head = "".join(f"<th>seed {seed}</th>" for seed in seeds)
     rows = "".join(f"<tr><td>{escape(name)}</td>{''.join(_cell(found.get(seed)) for seed in seeds)}"
@@ -80,7 +82,7 @@ def mutants_html(report: dict[str, Any]) -> str:
     table = f'<table class="matrix"><tr><th>mutant</th>{head}<th>caught</th></tr>{rows}</table>'
     details = "".join(_details(name, [found[s] for s in sorted(found)]) for name, found in sorted(by_mutant.items()))
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>streamcert mutation score</title><style>{matrix_css()}{_PAGE_CSS}</style></head>"
+            f"<title>{title}</title><style>{matrix_css()}{_PAGE_CSS}</style></head>"
             f"<body><main>{header}"
             f"<h2>Mutants × seeds</h2>{table}<h2>Findings</h2>{details}</main></body></html>\n")
 

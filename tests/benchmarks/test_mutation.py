@@ -114,6 +114,38 @@ def test_an_interrupted_score_keeps_its_pairs_even_where_their_evidence_is_gone_
         _earlier_pairs(tmp_path / "bench.json")
 
 
+def test_a_score_of_one_plan_does_not_go_on_from_a_score_of_the_other(tmp_path):
+    """The quick plan's pairs are not the full plan's: a score measured on one refuses to resume from the other's file
+    (a file without a plan is the full plan's: every score before the quick plan's was)."""
+    out = tmp_path / "mutants.json"
+    out.write_text(json.dumps({"kind": "mutation-score", "pairs": [{"mutant": "a", "seed": 1}]}))
+    assert len(_earlier_pairs(out, "full")) == 1
+    with pytest.raises(ConfigurationError, match="full plan") as refused:
+        _earlier_pairs(out, "quick")
+    assert "mutants-quick.json" in refused.value.hint
+
+
+def test_the_quick_plan_s_score_certifies_each_pair_on_the_quick_plan_and_says_so(tmp_path, monkeypatch):
+    """``--plan quick`` prepares each pair's certification with ``quick`` (what ``certify --quick`` runs) and the
+    report names its plan; the default stays the full plan."""
+    import streamcert.conformance.certify as certify_module
+    from streamcert.benchmarks.mutation import run_mutation_score
+
+    asked = []
+
+    class _Result:
+        def model_dump(self, mode):
+            return _certification("fail", [{"name": "duplicate", "valid": False}])
+
+    monkeypatch.setattr(certify_module, "prepare", lambda *args, **kwargs: asked.append(kwargs["quick"]))
+    monkeypatch.setattr(certify_module, "certify", lambda *args, **kwargs: _Result())
+    quick = run_mutation_score([MUTANT], [1], tmp_path / "quick.json", plan="quick")
+    full = run_mutation_score([MUTANT], [1], tmp_path / "full.json")
+    assert asked == [True, False]
+    assert (quick["plan"], full["plan"]) == ("quick", "full")
+    assert json.loads((tmp_path / "quick.json").read_text())["plan"] == "quick"
+
+
 def test_the_pair_names_the_runs_whose_schedule_ended_at_their_first_finding(tmp_path):
     from streamcert.benchmarks.mutation import _cut_runs
 

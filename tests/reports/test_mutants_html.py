@@ -26,6 +26,8 @@ def test_the_page_shows_the_rate_the_catching_moment_and_the_missed_pair():
     assert "commit_in_flight+<wbr>output_visible<wbr>@steady" in page and "MISSED" in page
     assert "<script" not in page and "http" not in page.replace("http-equiv", "")
     assert "incomplete run" in mutants_html(_report(complete=False))
+    assert "the full plan" in page and "quick plan" not in page
+    assert "(quick plan)</h1>" in mutants_html({**_report(), "plan": "quick"})
 
 
 def test_streamcert_report_renders_a_mutation_score_beside_its_json(tmp_path):
