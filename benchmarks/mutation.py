@@ -139,20 +139,36 @@ def judge_pair(mutant: Any, seed: int, certification: dict[str, Any], folder: Pa
                                      "timeout_only": timed_out and not findings, "killed_by": killed_by,
                                      "attribution": attribution if findings else None}
     return {"mutant": _short(mutant.reference), "reference": mutant.reference, "bug": mutant.bug, "seed": seed,
-            "complete": bool(certification.get("complete")),
+            "complete": bool(certification.get("complete")), "unplanned": _unplanned(mutant, certification),
             "caught": all(entry["caught"] for entry in requirements.values()) and bool(requirements),
             "requirements": requirements,
             "verdicts": {req: v.get("verdict") for req, v in verdicts.items()},
             "duration_s": certification.get("duration_s"), "folder": str(folder)}
 
 
+def _unplanned(mutant: Any, certification: dict[str, Any]) -> list[str]:
+    """The requirements the mutant breaks that no run of the certification's plan judges (the quick plan leaves some
+    to the full plan: a rescale's, event-time alignment's): such a pair cannot be caught by that plan."""
+    judged = {requirement for run in certification.get("runs", []) for requirement in run.get("judges", [])}
+    judged |= {requirement for run in certification.get("runs", [])
+               for ids in (run.get("also_judges") or {}).values() for requirement in ids}
+    return sorted(set(mutant.breaks) - judged)
+
+
 def score(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures: the share of (mutant, seed) pairs caught, and per mutant the seeds that caught it."""
+    """The figures: the share of (mutant, seed) pairs caught, and per mutant the seeds that caught it; and the same
+    share among the pairs whose broken requirements the plan judges (``in_plan``: the quick plan leaves some
+    requirements to the full plan, and their mutants to the full plan's score)."""
     by_mutant: dict[str, list[dict[str, Any]]] = {}
     for pair in pairs:
         by_mutant.setdefault(pair["mutant"], []).append(pair)
     caught = sum(1 for pair in pairs if pair["caught"])
+    in_plan = [pair for pair in pairs if not pair.get("unplanned")]
+    caught_in_plan = sum(1 for pair in in_plan if pair["caught"])
     return {"pairs": len(pairs), "caught": caught, "detection_rate": round(caught / len(pairs), 4) if pairs else None,
+            "in_plan": {"pairs": len(in_plan), "caught": caught_in_plan,
+                        "detection_rate": round(caught_in_plan / len(in_plan), 4) if in_plan else None,
+                        "left_out": sorted({pair["mutant"] for pair in pairs if pair.get("unplanned")})},
             "mutants": {name: {"seeds": len(found), "caught": sum(1 for p in found if p["caught"]),
                                "missed_seeds": [p["seed"] for p in found if not p["caught"]]}
                         for name, found in sorted(by_mutant.items())}}

@@ -19,6 +19,9 @@ __all__ = ["mutants_html", "write_mutants_html"]
 def _cell(pair: dict[str, Any] | None) -> str:
     if pair is None:
         return '<td class="na">–</td>'
+    if pair.get("unplanned"):
+        return (f'<td class="na">not in the plan<br><span class="stmt">{escape(", ".join(pair["unplanned"]))} '
+                'left to the full plan</span></td>')
     if not pair["caught"]:
         timeout = any(entry.get("timeout_only") for entry in pair["requirements"].values())
         return f'<td class="v fail">MISSED{" (timeout only)" if timeout else ""}</td>'
@@ -58,6 +61,17 @@ def _details(name: str, pairs: list[dict[str, Any]]) -> str:
             f"{''.join(rows)}</table></details>")
 
 
+def _in_plan(figures: dict[str, Any]) -> str:
+    """The rate among the pairs the plan can catch, when it leaves some mutants' requirements to the full plan."""
+    in_plan = figures.get("in_plan") or {}
+    if not in_plan.get("left_out"):
+        return ""
+    rate = in_plan.get("detection_rate")
+    return (f"<p>Within the plan's reach: <b>{'n/a' if rate is None else format(rate, '.1%')}</b> "
+            f"({in_plan.get('caught', 0)} of {in_plan.get('pairs', 0)} pairs); left to the full plan (the "
+            f"requirements they break are not judged by this plan): {escape(', '.join(in_plan['left_out']))}.</p>")
+
+
 def mutants_html(report: dict[str, Any]) -> str:
     """The whole page as one string."""
     pairs = report.get("pairs", [])
@@ -74,7 +88,7 @@ def mutants_html(report: dict[str, Any]) -> str:
               f"<span class=\"muted\">{figures.get('caught', 0)} of {figures.get('pairs', 0)} (mutant, seed) pairs "
               f"caught · the {escape(str(report.get('plan', 'full')))} plan · cooperative fault points off · "
               f"seeds {', '.join(map(str, seeds))}"
-              f"{'' if report.get('complete') else ' · incomplete run'}</span></p>")
+              f"{'' if report.get('complete') else ' · incomplete run'}</span></p>{_in_plan(figures)}")
     head = "".join(f"<th>seed {seed}</th>" for seed in seeds)
     rows = "".join(f"<tr><td>{escape(name)}</td>{''.join(_cell(found.get(seed)) for seed in seeds)}"
                    f"<td>{sum(1 for p in found.values() if p['caught'])}/{len(found)}</td></tr>"

@@ -86,6 +86,23 @@ def test_the_score_counts_pairs_and_names_each_mutants_missed_seeds():
     figures = score(pairs)
     assert figures["detection_rate"] == 0.75 and figures["caught"] == 3
     assert figures["mutants"]["a"] == {"seeds": 2, "caught": 1, "missed_seeds": [2]}
+    assert figures["in_plan"] == {"pairs": 4, "caught": 3, "detection_rate": 0.75, "left_out": []}
+
+
+def test_a_mutant_whose_broken_requirement_no_run_of_the_plan_judges_is_left_out_of_the_rate_within_reach(tmp_path):
+    """The quick plan leaves a rescale's and event-time alignment's requirements to the full plan: their mutants
+    count as missed in the plain rate (what a quick gate catches) and are named apart from the rate within reach."""
+    judged = {**_certification("fail", [{"name": "duplicate", "valid": False}]),
+              "runs": [{"scenario": "driver-kills", "judges": ["SNK-1"]}]}
+    _run_folder(tmp_path, [])
+    assert judge_pair(MUTANT, 1, judged, tmp_path)["unplanned"] == []
+    unjudged = {"complete": True, "runs": [], "verdicts": [{"requirement": "SNK-1", "verdict": "unknown"}]}
+    left_out = judge_pair(MUTANT, 2, unjudged, tmp_path)
+    assert left_out["unplanned"] == ["SNK-1"] and not left_out["caught"]
+    figures = score([{**judge_pair(MUTANT, 1, judged, tmp_path)}, left_out])
+    assert figures["detection_rate"] == 0.5
+    assert figures["in_plan"] == {"pairs": 1, "caught": 1, "detection_rate": 1.0,
+                                  "left_out": ["sink_commit_before_decision"]}
 
 
 def test_seeds_are_a_range_or_a_list_and_anything_else_is_refused():

@@ -30,6 +30,19 @@ def test_the_page_shows_the_rate_the_catching_moment_and_the_missed_pair():
     assert "(quick plan)</h1>" in mutants_html({**_report(), "plan": "quick"})
 
 
+def test_a_pair_the_plan_cannot_catch_says_so_and_the_rate_within_the_plan_s_reach_is_shown():
+    report = _report()
+    out_of_reach = {**report["pairs"][1], "mutant": "aggregator_virtual_keys", "unplanned": ["AGG-5"]}
+    report = {**report, "plan": "quick", "pairs": [*report["pairs"], out_of_reach],
+              "score": {"pairs": 3, "caught": 1, "detection_rate": 0.3333,
+                        "in_plan": {"pairs": 2, "caught": 1, "detection_rate": 0.5,
+                                    "left_out": ["aggregator_virtual_keys"]}}}
+    page = mutants_html(report)
+    assert "not in the plan" in page and "AGG-5 left to the full plan" in page
+    assert "Within the plan's reach: <b>50.0%</b> (1 of 2 pairs)" in page
+    assert "Within the plan's reach" not in mutants_html(_report())
+
+
 def test_streamcert_report_renders_a_mutation_score_beside_its_json(tmp_path):
     import json
 
