@@ -54,3 +54,33 @@ def kafka_cluster(tmp_path_factory):
     with LocalToxiproxy(folder / "toxiproxy") as toxiproxy, \
             LocalKafkaCluster(folder / "kafka", toxiproxy.api, nodes=3, heap_mb=256) as cluster:
         yield cluster
+
+
+def _shared_unit(item) -> str | None:
+    """What ``item`` must run beside (a file's or class's tests sharing a fixture of that scope), else None."""
+    info = getattr(item, "_fixtureinfo", None)
+    scopes = {definitions[-1].scope for definitions in (info.name2fixturedefs.values() if info else ())
+              if definitions}
+    path = item.nodeid.split("::")[0]
+    if "package" in scopes:
+        return path.rsplit("/", 1)[0]
+    if "module" in scopes or "class" in scopes:
+        return path
+    return None
+
+
+@pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` deselected: xdist cuts what is left
+def pytest_collection_modifyitems(config, items):
+    """Each xdist worker's share of the tests longest first, the shares as long as each other (tests/scheduling.py):
+    a kill-run test left at the end of one share ran alone while the other core idled."""
+    from tests.scheduling import load_durations, scheduled_order
+
+    durations = load_durations()
+    if not durations:
+        return
+    worker_input = getattr(config, "workerinput", None)
+    workers = int(worker_input["workercount"]) if worker_input else 1
+    if config.getoption("dist", default="no") != "worksteal":
+        workers = 1  # another scheduler deals the tests out otherwise: longest first is all that still holds
+    order = scheduled_order([(item.nodeid, _shared_unit(item)) for item in items], durations, workers)
+    items[:] = [items[index] for index in order]
