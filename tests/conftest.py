@@ -69,6 +69,16 @@ def _shared_unit(item) -> str | None:
     return None
 
 
+_DIST_KEY = "streamcert_dist"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """(pytest-xdist, in the controller, before a worker starts) Tell the worker which scheduler deals out the
+    tests: xdist sets a worker's own ``dist`` option to "no"."""
+    node.workerinput[_DIST_KEY] = node.config.getoption("dist", default="no")
+
+
 @pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` deselected: xdist cuts what is left
 def pytest_collection_modifyitems(config, items):
     """Each xdist worker's share of the tests longest first, the shares as long as each other (tests/scheduling.py):
@@ -78,9 +88,8 @@ def pytest_collection_modifyitems(config, items):
     durations = load_durations()
     if not durations:
         return
-    worker_input = getattr(config, "workerinput", None)
-    workers = int(worker_input["workercount"]) if worker_input else 1
-    if config.getoption("dist", default="no") != "worksteal":
-        workers = 1  # another scheduler deals the tests out otherwise: longest first is all that still holds
+    worker_input = getattr(config, "workerinput", None) or {}
+    # only a worker collects under xdist, and its own config says dist "no": the controller told it (below)
+    workers = int(worker_input.get("workercount", 1)) if worker_input.get(_DIST_KEY) == "worksteal" else 1
     order = scheduled_order([(item.nodeid, _shared_unit(item)) for item in items], durations, workers)
     items[:] = [items[index] for index in order]

@@ -19,6 +19,7 @@ The durations come from ``durations.json`` beside this file, written from a run'
 from __future__ import annotations
 
 import json
+import os
 import sys
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
@@ -32,8 +33,10 @@ DURATIONS_FILE = Path(__file__).with_name("durations.json")
 UNKNOWN_S = 2.0
 
 
-def load_durations(path: Path = DURATIONS_FILE) -> dict[str, float]:
-    """Seconds per test node ID; empty when the file is missing or unreadable (the run keeps collection order)."""
+def load_durations(path: Path | None = None) -> dict[str, float]:
+    """Seconds per test node ID (from ``path``, else ``$STREAMCERT_TEST_DURATIONS``, else :data:`DURATIONS_FILE`);
+    empty when the file is missing or unreadable (the run keeps collection order)."""
+    path = path or Path(os.environ.get("STREAMCERT_TEST_DURATIONS") or DURATIONS_FILE)
     try:
         return {str(node): float(seconds) for node, seconds in json.loads(path.read_text())["seconds"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

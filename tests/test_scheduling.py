@@ -151,3 +151,46 @@ def test_the_committed_durations_name_tests_that_exist():
     files = {node.split("::")[0] for node in durations}
     root = Path(__file__).parent.parent
     assert sum((root / path).exists() for path in files) >= 0.9 * len(files)
+
+
+_CAPTURE = """
+import json, os, pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    given = getattr(session.config, "workerinput", None)
+    if given:
+        with open(os.path.join(os.environ["CAPTURE_DIR"], given["workerid"] + ".json"), "w") as out:
+            json.dump({"dist": given.get("streamcert_dist"), "items": [item.nodeid for item in session.items]}, out)
+"""
+
+
+def test_each_worker_of_a_worksteal_run_collects_the_scheduled_order(tmp_path):
+    """On real pytest-xdist workers (whose own config says dist "no"): both collect the same order, the longest test
+    first and the second longest where xdist cuts the second worker's share."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    module = "tests/reports/test_compare.py"
+    root = Path(__file__).parent.parent
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p",
+                                "no:cacheprovider", module], cwd=root, capture_output=True, text=True).stdout
+    nodes = [line for line in collected.splitlines() if line.startswith(module + "::")]
+    assert len(nodes) >= 6
+    seconds = {node: 0.01 for node in nodes} | {nodes[-1]: 100.0, nodes[-2]: 90.0}
+    (tmp_path / "durations.json").write_text(json.dumps({"schema_version": 1, "seconds": seconds}))
+    (tmp_path / "capture_order.py").write_text(_CAPTURE)
+    environment = {**os.environ, "STREAMCERT_TEST_DURATIONS": str(tmp_path / "durations.json"),
+                   "CAPTURE_DIR": str(tmp_path),
+                   "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "worksteal", "-p",
+                          "capture_order", "-p", "no:cacheprovider", module], cwd=root, env=environment,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-2000:]
+    orders = [json.loads((tmp_path / f"gw{n}.json").read_text()) for n in range(2)]
+    assert orders[0] == orders[1] and orders[0]["dist"] == "worksteal"
+    items = orders[0]["items"]
+    cut = slice_sizes(len(items), 2)[0]
+    assert (items[0], items[cut]) == (nodes[-1], nodes[-2])
