@@ -219,6 +219,8 @@ def test_a_task_looks_up_the_decision_and_prepares_its_rows_on_one_connection_an
     opened = []
     real_connect = psycopg.connect
     monkeypatch.setattr(pg_participant.psycopg, "connect", lambda *a, **k: opened.append(a) or real_connect(*a, **k))
+    # a connection an earlier test of this worker left idle for the DSN would serve the task without a connect
+    monkeypatch.setattr(pg_participant, "_KEPT", {})
     writer = pg_sink.PostgresStreamWriter(dsn, table, sink, schema)
     assert len(opened) == 1  # the tables made sure of
     writer = pg_sink.PostgresStreamWriter(dsn, table, sink, schema)
