@@ -325,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     terminate_as_interrupt()
     try:
         mutants = _selected(args.mutants)
+        if not args.fresh:
+            _earlier_pairs(args.out, args.plan)  # another plan's score is refused before the stack starts
         with Environment(EnvironmentConfig(provider="local")) as environment:
             report = run_mutation_score(mutants, args.seeds, args.out, environment, resume=not args.fresh,
                                         plan=args.plan)

@@ -142,6 +142,22 @@ def test_a_score_of_one_plan_does_not_go_on_from_a_score_of_the_other(tmp_path):
     assert "mutants-quick.json" in refused.value.hint
 
 
+def test_going_on_from_another_plan_s_score_is_refused_before_the_stack_starts(tmp_path, monkeypatch, capsys):
+    import streamcert.harness.interrupts as interrupts
+    import streamcert.harness.stack.environment as environment_module
+    from streamcert.benchmarks.mutation import main
+
+    def no_stack(*args, **kwargs):
+        raise AssertionError("the stack was started")
+
+    monkeypatch.setattr(environment_module, "Environment", no_stack)
+    monkeypatch.setattr(interrupts, "terminate_as_interrupt", lambda: None)  # the test process keeps its SIGTERM
+    out = tmp_path / "mutants.json"
+    out.write_text(json.dumps({"kind": "mutation-score", "plan": "full", "pairs": []}))
+    assert main(["--plan", "quick", "--out", str(out), "--seeds", "1"]) == 2
+    assert "full plan" in capsys.readouterr().err
+
+
 def test_the_quick_plan_s_score_certifies_each_pair_on_the_quick_plan_and_says_so(tmp_path, monkeypatch):
     """``--plan quick`` prepares each pair's certification with ``quick`` (what ``certify --quick`` runs) and the
     report names its plan; the default stays the full plan."""
