@@ -61,6 +61,13 @@ def _details(name: str, pairs: list[dict[str, Any]]) -> str:
             f"{''.join(rows)}</table></details>")
 
 
+def _tally(pairs: list[dict[str, Any]]) -> str:
+    """caught/measured for a mutant; a dash when the plan judges none of what it breaks."""
+    if all(pair.get("unplanned") for pair in pairs):
+        return "–"
+    return f"{sum(1 for pair in pairs if pair['caught'])}/{len(pairs)}"
+
+
 def _in_plan(figures: dict[str, Any]) -> str:
     """The rate among the pairs the plan can catch, when it leaves some mutants' requirements to the full plan."""
     in_plan = figures.get("in_plan") or {}
@@ -91,8 +98,7 @@ def mutants_html(report: dict[str, Any]) -> str:
               f"{'' if report.get('complete') else ' · incomplete run'}</span></p>{_in_plan(figures)}")
     head = "".join(f"<th>seed {seed}</th>" for seed in seeds)
     rows = "".join(f"<tr><td>{escape(name)}</td>{''.join(_cell(found.get(seed)) for seed in seeds)}"
-                   f"<td>{sum(1 for p in found.values() if p['caught'])}/{len(found)}</td></tr>"
-                   for name, found in sorted(by_mutant.items()))
+                   f"<td>{_tally(list(found.values()))}</td></tr>" for name, found in sorted(by_mutant.items()))
     table = f'<table class="matrix"><tr><th>mutant</th>{head}<th>caught</th></tr>{rows}</table>'
     details = "".join(_details(name, [found[s] for s in sorted(found)]) for name, found in sorted(by_mutant.items()))
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

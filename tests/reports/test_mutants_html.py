@@ -39,6 +39,7 @@ def test_a_pair_the_plan_cannot_catch_says_so_and_the_rate_within_the_plan_s_rea
                                     "left_out": ["aggregator_virtual_keys"]}}}
     page = mutants_html(report)
     assert "not in the plan" in page and "AGG-5 left to the full plan" in page
+    assert "AGG-5 left to the full plan</span></td><td>–</td></tr>" in page  # no 0/1 tally for it
     assert "Within the plan's reach: <b>50.0%</b> (1 of 2 pairs)" in page
     assert "Within the plan's reach" not in mutants_html(_report())
 
