@@ -89,7 +89,7 @@ def pytest_collection_modifyitems(config, items):
     if not durations:
         return
     worker_input = getattr(config, "workerinput", None) or {}
-    # only a worker collects under xdist, and its own config says dist "no": the controller told it (below)
+    # only a worker collects under xdist, and its own config says dist "no": pytest_configure_node passed it on
     workers = int(worker_input.get("workercount", 1)) if worker_input.get(_DIST_KEY) == "worksteal" else 1
     order = scheduled_order([(item.nodeid, _shared_unit(item)) for item in items], durations, workers)
     items[:] = [items[index] for index in order]
