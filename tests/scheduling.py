@@ -14,7 +14,8 @@ cluster) stay together in their collection order: split up, the fixture would be
 
 A worker's own config says dist "no" (xdist sets it), so the controller passes the scheduler in ``workerinput``
 (``pytest_configure_node`` in ``tests/conftest.py``). The durations come from ``durations.json`` beside this file,
-written from a run's JUnit XML by ``python -m tests.scheduling JUNIT_XML``; a test it does not know counts as :data:`UNKNOWN_S`.
+written from a run's JUnit XML by ``python -m tests.scheduling JUNIT_XML``; a test it does not know counts as
+:data:`UNKNOWN_S`.
 """
 
 from __future__ import annotations
