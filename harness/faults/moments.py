@@ -22,9 +22,10 @@ restarts the driver from its checkpoint. With ``slow_link`` the connector's own 
 ways, or with ``slow_streams="downstream"`` on the answers only) from the first look at the wanted batch until the
 kill, so a multi-step commit's steps are a round trip or more apart. A ``fraction`` aims into the moment by its length
 learnt on the run's earlier batches slowed the same way; ``round_trips_before_end`` aims back from its end instead (a
-commit's last step, wherever its earlier steps took it). :class:`PythonWorkerKillAtMoment` kills the Python workers
-running a steady batch's tasks instead of the driver, :class:`ExecutorKillAtMoment` the executor JVM running one
-(Spark retries the tasks).
+commit's last step, wherever its earlier steps took it), and strikes only before the commit shows the batch's rows: a
+commit shorter than any learnt that already did is let go on, its length learnt from where the rows showed.
+:class:`PythonWorkerKillAtMoment` kills the Python workers running a steady batch's tasks instead of the driver,
+:class:`ExecutorKillAtMoment` the executor JVM running one (Spark retries the tasks).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ _LOOK_INTERVAL_S = 0.005
 #: it starts its Python workers (a warm restart's first progress came 1.3-3 s later with looks every 5 ms than with
 #: none), and a first batch's next moment (its read tasks, in workers just started) lasts far longer than this.
 _IDLE_LOOK_INTERVAL_S = 0.05
+#: The moment a sink's driver-side commit runs in.
+_COMMIT_MOMENT = "commit_in_flight"
 
 
 class MomentKillParams(FaultParams):
@@ -72,7 +75,10 @@ class MomentKillParams(FaultParams):
                     "as the shortest length learnt for it (slowed the same way) puts it, instead of at ``fraction``: "
                     "a multi-step commit's last step, where a record-then-commit bug lives, sits a round trip or two "
                     "before the end of every batch whatever the length of its earlier steps (without a slowed link "
-                    "``fraction`` aims)")
+                    "``fraction`` aims). Such a kill of ``commit_in_flight`` strikes only while the run's output has "
+                    "not grown since the commit began (read with the driver frozen): a commit that already showed "
+                    "its rows is let go on and its length learnt from there (what follows the rows is the "
+                    "``output_visible`` kills' to strike)")
     slow_link: str | None = Field(None, min_length=1, description="the connector's own link (kafka, postgres, or an "
                                                                   "endpoint of its external system), slowed by a "
                                                                   "latency toxic (slow_streams says which ways) from "
@@ -125,6 +131,11 @@ class _MomentClock:
         for key in current:
             self._open.setdefault(key, (now, first, slowed))
 
+    def learn(self, moment: str, slowed: Any, length: float) -> None:
+        """Learn a steady batch's ``moment`` as ``length`` seconds long with the link slowed as ``slowed`` says (a
+        length worked out, not watched to its end)."""
+        self.lengths.setdefault((moment, False, slowed), []).append(length)
+
     def shortest(self, moment: str) -> float | None:
         """The shortest length of ``moment`` learnt on this driver's batches, of any kind (None: none learnt)."""
         return min((length for (name, _, _), lengths in self.lengths.items() if name == moment for length in lengths),
@@ -162,6 +173,12 @@ class _MomentClock:
             return max(0.0, min(known) - round_trips_before_end * _round_trip_s(slowed))
         length = statistics.median(known)
         return fraction * length if length > 2 * self.look_s else 0.0
+
+
+def _answer_s(slowed: tuple[str, int, str]) -> float:
+    """Seconds a commit's answer takes back over the link slowed as ``slowed`` says (its latency one way: the answers
+    are slowed either way): how long after the server made the rows visible the commit can end."""
+    return slowed[1] / 1000
 
 
 def _round_trip_s(slowed: tuple[str, int, str]) -> float:
@@ -274,6 +291,13 @@ class DriverKillAtMoment(Fault):
         self._slowed: dict[str, Any] | None = None
         #: cancelled after a positioning kill's restart: the query runs on, and the heal restarts nothing
         self._left_running = False
+        #: a late commit kill strikes only before the commit shows the batch's rows (see MomentKillParams)
+        self._before_rows = (self.params.moment == _COMMIT_MOMENT and self.params.round_trips_before_end is not None
+                             and context.observer is not None)
+        #: (attempt, batch) -> the output's visible mark when the batch's commit was first seen (_before_rows)
+        self._commit_marks: dict[tuple[int, int], Any] = {}
+        #: the batches let go on because their commit had shown their rows before the strike was due
+        self._overshot: list[dict[str, Any]] = []
 
     def _inject(self) -> dict[str, Any]:
         params, driver = self.params, self.driver
@@ -313,6 +337,7 @@ class DriverKillAtMoment(Fault):
         return {"aimed": True, "moment": params.moment, "batch_class": params.batch_class, "reached": reached,
                 **({"absent": True} if absent else {}),
                 "strikes": strikes, "let_go": self._let_go, "slowed": self._slowed,
+                **({"overshot": self._overshot} if self._overshot else {}),
                 **({} if reached else {"watched": self._log.as_list(),
                                        "learnt": _learnt(_LENGTHS.get(driver, {}))}),
                 **({"cancelled": True} if self._left_running else {}),
@@ -397,6 +422,7 @@ class DriverKillAtMoment(Fault):
                         self._log.saw(seen, wanted, clock.since(seen.batch, params.moment, now), aim)
                     if wanted:
                         self._seen_wanted = True
+                        self._mark_commit(seen)
                         if aim is not None:
                             reach.saw(seen.batch, clock.since(seen.batch, params.moment, now), aim)
                     if wanted and aim is not None and clock.due(seen.batch, params.moment, now, aim):
@@ -404,6 +430,8 @@ class DriverKillAtMoment(Fault):
                         if strike["landed"]:
                             return {**strike, "aim_s": round(aim, 3)}
                         self._let_go += 1  # the checkpoint moved on between the look and the freeze
+                        if strike.get("rows_shown"):
+                            self._learn_overshoot(clock, seen, time.monotonic(), aim)
                     if seen.batch_class == params.batch_class:
                         passed.add(seen.batch)
                         self._watched = max(self._watched, len(passed))
@@ -496,17 +524,46 @@ class DriverKillAtMoment(Fault):
     # -- striking ----------------------------------------------------------------------------
 
     def _freeze_and_decide(self, seen: Observation) -> dict[str, Any]:
-        """SIGSTOP the driver, read the checkpoint: kill when it still agrees with the look, else let it go on."""
+        """SIGSTOP the driver, read the checkpoint: kill when it still agrees with the look (and, for a late commit
+        kill, the output has not grown since the commit began), else let it go on."""
         driver = self.driver
         looked = time.monotonic()
         driver.pause()
         frozen_ms = round(1000 * (time.monotonic() - looked), 1)
         state = driver.checkpoint()
         if _agrees(seen, state):
-            driver.kill()
-            return self._strike(seen, landed=True, frozen_ms=frozen_ms)
+            if not self._rows_shown(seen):
+                driver.kill()
+                return self._strike(seen, landed=True, frozen_ms=frozen_ms)
+            driver.resume()
+            return self._strike(seen, landed=False, frozen_ms=frozen_ms, rows_shown=True)
         driver.resume()
         return self._strike(seen, landed=False, frozen_ms=frozen_ms, checkpoint_moved_to=state.latest_commit)
+
+    # -- a late commit kill and the batch's rows ---------------------------------------------------
+
+    def _mark_commit(self, seen: Observation) -> None:
+        """Note the output's visible mark when a late commit kill first sees the wanted batch's commit (one request
+        per batch, to the system directly: the slowed link is the connector's)."""
+        key = (seen.attempt, seen.batch)
+        if self._before_rows and key not in self._commit_marks:
+            self._commit_marks[key] = self.observer.visible_mark()
+
+    def _rows_shown(self, seen: Observation) -> bool:
+        """Whether, the driver frozen, the output has grown since this batch's commit was first seen: the commit
+        already showed its rows, and a kill now would strike after the step a late commit kill is aimed before."""
+        key = (seen.attempt, seen.batch)
+        return (self._before_rows and key in self._commit_marks
+                and self.observer.visible_mark() != self._commit_marks[key])
+
+    def _learn_overshoot(self, clock: _MomentClock, seen: Observation, now: float, aim: float) -> None:
+        """A commit showed its rows before the aim: shorter than every one learnt. What it ran until its rows
+        showed, plus the answer's way back, is learnt as a length, so the next batch's aim comes before its rows."""
+        slowed = self._slowing()
+        shown_s = clock.since(seen.batch, self.params.moment, now)
+        clock.learn(self.params.moment, slowed, shown_s + (_answer_s(slowed) if slowed is not None else 0.0))
+        self._overshot.append({"attempt": seen.attempt, "batch": seen.batch, "rows_shown_by_s": round(shown_s, 3),
+                               "aim_s": round(aim, 3)})
 
     def _strike(self, seen: Observation, landed: bool, **details: Any) -> dict[str, Any]:
         return {**seen.as_dict(), "landed": landed, "wanted": self.params.moment in seen.moments

@@ -7,6 +7,7 @@ import pytest
 
 import threading
 import time
+from pathlib import Path
 
 from streamcert.harness.faults.base import FaultCancelled, FaultContext
 from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LOOK_INTERVAL_S, DriverKillAtMoment,
@@ -105,6 +106,85 @@ def test_a_kill_that_never_struck_says_what_its_looks_saw_of_each_watched_batch(
 
 class _Driver:
     """Stands for the driver only as the key its moment lengths are learnt under."""
+
+
+class _FrozenDriver(_Driver):
+    """A driver a strike freezes: what it was told, and the checkpoint it shows meanwhile."""
+
+    def __init__(self, state: CheckpointState) -> None:
+        self.state, self.told = state, []
+
+    def checkpoint(self) -> CheckpointState:
+        return self.state
+
+    def pause(self) -> None:
+        self.told.append("pause")
+
+    def resume(self) -> None:
+        self.told.append("resume")
+
+    def kill(self) -> None:
+        self.told.append("kill")
+
+
+class _Output:
+    """The run's output as a moment kill reads it: a visible mark the test moves."""
+
+    def __init__(self, mark: int) -> None:
+        self.mark, self.asked = mark, 0
+
+    def visible_mark(self) -> int:
+        self.asked += 1
+        return self.mark
+
+
+def test_a_late_commit_kill_whose_commit_already_showed_its_rows_lets_it_go_on_and_aims_before_the_rows_next():
+    """Session 28's quick-plan escapes: a late commit kill aimed 1.65 round trips before the shortest commit learnt
+    (2.60 s) struck at 2.37 s, 6 ms after the batch's rows showed, and a 0.82-s PostgreSQL commit was struck after its
+    rows and its decision: past the window it is for, in a commit shorter than any learnt. With the driver frozen it
+    now asks the output whether it grew since the commit began: it did, so the driver goes on, unkilled, and the
+    commit is learnt as long as it ran until its rows showed plus the answer's way back, so the next batch's aim
+    comes before its rows. Output unchanged: the kill lands. A kill of another band (a fraction of the median), which
+    may be meant for the steps after the rows, strikes whatever the output did."""
+    slowed = ("kafka", 69, "both")
+    output = _Output(1_000)
+    driver = _FrozenDriver(CheckpointState(24, 23))
+    context = FaultContext(history=History(), workdir=Path("/nonexistent"), driver=driver, observer=output,
+                           environment=object())
+    late = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
+        "moment": "commit_in_flight", "fraction": 0.768, "round_trips_before_end": 1.65, "slow_link": "kafka",
+        "latency_ms": 69}), context)
+    commit = Observation(11, 24, frozenset({"commit_in_flight", "read_done"}), "steady", 0)
+    late._mark_commit(commit)
+    late._mark_commit(commit)  # one mark per batch: later looks ask nothing
+    assert output.asked == 1
+    output.mark = 1_057  # the copy committed: its 57 rows show
+    strike = late._freeze_and_decide(commit)
+    assert strike["landed"] is False and strike["rows_shown"] is True and driver.told == ["pause", "resume"]
+    clock = _MomentClock(driver)
+    clock.lengths[("commit_in_flight", False, slowed)] = [2.60, 3.05]
+    late._toxics = (None, [])  # the link is slowed (as the watch does it), so lengths are learnt as slowed
+    clock.saw(commit, 100.0, slowed)
+    late._learn_overshoot(clock, commit, 102.37, aim=2.372)
+    aim = clock.aim("commit_in_flight", "steady", 0.768, slowed, 1.65)
+    assert aim == pytest.approx(2.37 + 0.069 - 1.65 * 0.138) and aim < 2.37
+    assert late._overshot == [{"attempt": 11, "batch": 24, "rows_shown_by_s": 2.37, "aim_s": 2.372}]
+    late._toxics = None
+    later = Observation(11, 25, frozenset({"commit_in_flight", "read_done"}), "steady", 0)
+    driver.state, driver.told = CheckpointState(25, 24), []
+    late._mark_commit(later)
+    assert late._freeze_and_decide(later)["landed"] is True and driver.told == ["pause", "kill"]
+    middle = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
+        "moment": "commit_in_flight", "fraction": 0.5, "slow_link": "kafka", "latency_ms": 69}), context)
+    middle._mark_commit(later)
+    output.mark, driver.told = 2_000, []
+    assert middle._freeze_and_decide(later)["landed"] is True and driver.told == ["pause", "kill"]
+    unobserved = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
+        "moment": "commit_in_flight", "round_trips_before_end": 1.5, "slow_link": "kafka", "latency_ms": 69}),
+        FaultContext(history=History(), workdir=Path("/nonexistent"), driver=driver, environment=object()))
+    unobserved._mark_commit(later)
+    driver.told = []
+    assert unobserved._freeze_and_decide(later)["landed"] is True and driver.told == ["pause", "kill"]
 
 
 def _kill(tmp_path, driver, **params) -> DriverKillAtMoment:
