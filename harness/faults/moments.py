@@ -255,7 +255,7 @@ class _WatchLog:
 def _learnt(lengths: dict[tuple[str, bool, Any], list[float]]) -> list[dict[str, Any]]:
     """The moment lengths learnt so far, summarised for the ``fault-start`` event."""
     return [{"moment": moment, "first": first, "slowed": slowed is not None, "n": len(found),
-             "median_s": round(statistics.median(found), 3)}
+             "median_s": round(statistics.median(found), 3), "shortest_s": round(min(found), 3)}
             for (moment, first, slowed), found in sorted(lengths.items(), key=lambda item: repr(item[0])) if found]
 
 
@@ -338,8 +338,10 @@ class DriverKillAtMoment(Fault):
                 **({"absent": True} if absent else {}),
                 "strikes": strikes, "let_go": self._let_go, "slowed": self._slowed,
                 **({"overshot": self._overshot} if self._overshot else {}),
-                **({} if reached else {"watched": self._log.as_list(),
-                                       "learnt": _learnt(_LENGTHS.get(driver, {}))}),
+                **({} if reached else {"watched": self._log.as_list()}),
+                # what a miss, or an aim taken back from the end, was aimed with
+                **({"learnt": _learnt(_LENGTHS.get(driver, {}))}
+                   if not reached or params.round_trips_before_end is not None else {}),
                 **({"cancelled": True} if self._left_running else {}),
                 "in_window": reached and params.moment != "just_committed",
                 "pending_batch": final.pending, "latest_commit": final.latest_commit}
@@ -431,7 +433,7 @@ class DriverKillAtMoment(Fault):
                             return {**strike, "aim_s": round(aim, 3)}
                         self._let_go += 1  # the checkpoint moved on between the look and the freeze
                         if strike.get("rows_shown"):
-                            self._learn_overshoot(clock, seen, time.monotonic(), aim)
+                            self._learn_overshoot(clock, seen, now, aim)
                     if seen.batch_class == params.batch_class:
                         passed.add(seen.batch)
                         self._watched = max(self._watched, len(passed))

@@ -101,7 +101,8 @@ def test_a_kill_that_never_struck_says_what_its_looks_saw_of_each_watched_batch(
     assert entry == {"attempt": 3, "batch": 7, "looks": 3, "wanted_looks": 2, "latest_age_s": 0.21, "aim_s": 0.35,
                      "moments": ["commit_in_flight", "read_done", "reading", "writing"]}
     learnt = _learnt({("writing", False, ("kafka", 190, "downstream")): [0.3, 0.5, 0.4], ("planning", True, None): []})
-    assert learnt == [{"moment": "writing", "first": False, "slowed": True, "n": 3, "median_s": 0.4}]
+    assert learnt == [{"moment": "writing", "first": False, "slowed": True, "n": 3, "median_s": 0.4,
+                       "shortest_s": 0.3}]
 
 
 class _Driver:
