@@ -296,7 +296,8 @@ class DriverKillAtMoment(Fault):
                              and context.observer is not None)
         #: (attempt, batch) -> the output's visible mark when the batch's commit was first seen (_before_rows)
         self._commit_marks: dict[tuple[int, int], Any] = {}
-        #: the batches let go on because their commit had shown their rows before the strike was due
+        #: the batches let go on because their commit had shown their rows before the strike was due (one entry
+        #: each: the rest of such a batch is not struck)
         self._overshot: list[dict[str, Any]] = []
 
     def _inject(self) -> dict[str, Any]:
@@ -427,7 +428,8 @@ class DriverKillAtMoment(Fault):
                         self._mark_commit(seen)
                         if aim is not None:
                             reach.saw(seen.batch, clock.since(seen.batch, params.moment, now), aim)
-                    if wanted and aim is not None and clock.due(seen.batch, params.moment, now, aim):
+                    if (wanted and aim is not None and clock.due(seen.batch, params.moment, now, aim)
+                            and not self._rows_were_shown(seen)):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:
                             return {**strike, "aim_s": round(aim, 3)}
@@ -550,6 +552,11 @@ class DriverKillAtMoment(Fault):
         key = (seen.attempt, seen.batch)
         if self._before_rows and key not in self._commit_marks:
             self._commit_marks[key] = self.observer.visible_mark()
+
+    def _rows_were_shown(self, seen: Observation) -> bool:
+        """Whether this batch was let go on already because its commit had shown its rows (a commit that shows them
+        in several steps shows more at each later look: one let-go, one length learnt, per batch)."""
+        return any(entry["attempt"] == seen.attempt and entry["batch"] == seen.batch for entry in self._overshot)
 
     def _rows_shown(self, seen: Observation) -> bool:
         """Whether, the driver frozen, the output has grown since this batch's commit was first seen: the commit

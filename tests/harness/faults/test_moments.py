@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from streamcert.harness.faults.base import FaultCancelled, FaultContext
-from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LOOK_INTERVAL_S, DriverKillAtMoment,
+from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LENGTHS, _LOOK_INTERVAL_S, DriverKillAtMoment,
                                               _agrees, _learnt, _MomentClock, _Reach, _WatchLog)
 from streamcert.harness.faults.registry import build_fault
 from streamcert.harness.faults.schedule import FaultSpec
@@ -170,6 +170,7 @@ def test_a_late_commit_kill_whose_commit_already_showed_its_rows_lets_it_go_on_a
     aim = clock.aim("commit_in_flight", "steady", 0.768, slowed, 1.65)
     assert aim == pytest.approx(2.37 + 0.069 - 1.65 * 0.138) and aim < 2.37
     assert late._overshot == [{"attempt": 11, "batch": 24, "rows_shown_by_s": 2.37, "aim_s": 2.372}]
+    assert late._rows_were_shown(commit) and not late._rows_were_shown(Observation(12, 24, commit.moments, "steady", 0))
     late._toxics = None
     later = Observation(11, 25, frozenset({"commit_in_flight", "read_done"}), "steady", 0)
     driver.state, driver.told = CheckpointState(25, 24), []
@@ -191,6 +192,67 @@ def test_a_late_commit_kill_whose_commit_already_showed_its_rows_lets_it_go_on_a
 def _kill(tmp_path, driver, **params) -> DriverKillAtMoment:
     context = FaultContext(history=History(), workdir=tmp_path, driver=driver)
     return build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, params), context)
+
+
+class _Link:
+    def add_toxic(self, toxic_type: str, **_params) -> str:
+        return toxic_type
+
+    def remove_toxic(self, name: str) -> None:
+        pass
+
+
+class _Stack:
+    def link(self, name: str) -> _Link:
+        return _Link()
+
+
+class _Status:
+    def close(self) -> None:
+        pass
+
+
+class _Showing(_Output):
+    """Batch 25's commit shows more of its rows at every look (one prepared transaction committed after another)."""
+
+    def __init__(self, driver: _FrozenDriver) -> None:
+        super().__init__(0)
+        self.driver = driver
+
+    def visible_mark(self) -> int:
+        self.mark += 19 if self.driver.state.pending == 25 else 0
+        return super().visible_mark()
+
+
+def test_a_commit_that_shows_its_rows_in_several_steps_is_let_go_once_and_the_next_batch_is_struck():
+    """A PostgreSQL commit shows its rows one prepared transaction at a time: every later look at the same batch
+    finds the output grown again. The batch is let go on once (one freeze, one length learnt), never frozen again;
+    the next batch, whose rows have not shown when its strike comes due, is killed."""
+    driver = _FrozenDriver(CheckpointState(25, 24))
+    driver.attempt, driver.start_states = 10, {}
+    driver.is_running = lambda: "kill" not in driver.told
+    output = _Showing(driver)
+    kill = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
+        "moment": "commit_in_flight", "round_trips_before_end": 1.45, "slow_link": "postgres", "latency_ms": 67,
+        "timeout_s": 10}), FaultContext(history=History(), workdir=Path("/nonexistent"), driver=driver,
+                                        observer=output, environment=_Stack()))
+    _LENGTHS[driver] = {("commit_in_flight", False, ("postgres", 67, "both")): [0.01]}  # due at once
+    looks = iter([25] * 6 + [26] * 3)
+
+    def look(_status, attempt, _start):
+        batch = next(looks)
+        driver.state = CheckpointState(batch, batch - 1)
+        return Observation(attempt, batch, frozenset({"commit_in_flight", "read_done"}), "steady", 0, driver.state)
+
+    kill._status = lambda attempt, deadline: _Status()
+    kill._look = look
+    kill._before_rows = True
+    event = kill._inject()
+    assert event["reached"] and [strike["batch"] for strike in event["strikes"]] == [26]
+    assert driver.told == ["pause", "resume", "pause", "kill"]
+    assert [entry["batch"] for entry in event["overshot"]] == [25] and event["let_go"] == 1
+    assert event["learnt"][0]["n"] == 2
+    assert len(_LENGTHS[driver][("commit_in_flight", False, ("postgres", 67, "both"))]) == 2
 
 
 def test_looks_are_spaced_out_only_in_a_first_batch_that_cannot_show_the_wanted_moment_before_the_next(tmp_path):
