@@ -112,10 +112,12 @@ class _MomentClock:
         #: seconds between two looks, as measured (a look is one or two requests: more than the sleep between them)
         self.look_s = _LOOK_INTERVAL_S
 
-    def saw(self, seen: Observation, now: float, slowed: Any = None, idled: float = 0.0) -> None:
+    def saw(self, seen: Observation, now: float, slowed: Any = None,
+            idled: float = 0.0) -> list[tuple[int, str, float]]:
         """Record a look; ``slowed`` says how the link is slowed now (None: not at all); ``idled`` how much longer
         than :data:`_LOOK_INTERVAL_S` the watcher waited before it (a gap the looks near the wanted moment do not
-        have, so not one :meth:`due` should plan for)."""
+        have, so not one :meth:`due` should plan for). Returns the (batch, moment, length) of the moments whose
+        length this look learnt."""
         if self._last_look is not None:
             self.look_s = 0.8 * self.look_s + 0.2 * (now - self._last_look - idled)
         self._last_look = now
@@ -123,13 +125,16 @@ class _MomentClock:
         current = {(seen.batch, moment) for moment in seen.moments}
         if self._partial is None:
             self._partial = set(current)
+        ended = []
         for key in [key for key in self._open if key not in current]:
             began, was_first, was_slowed = self._open.pop(key)
             # a moment the toxic came or went in lasted neither way; one whose start was not seen, less than it did
             if was_slowed == slowed and key not in self._partial:
                 self.lengths.setdefault((key[1], was_first, slowed), []).append(now - began)
+                ended.append((key[0], key[1], now - began))
         for key in current:
             self._open.setdefault(key, (now, first, slowed))
+        return ended
 
     def learn(self, moment: str, slowed: Any, length: float) -> None:
         """Learn a steady batch's ``moment`` as ``length`` seconds long with the link slowed as ``slowed`` says (a
@@ -186,6 +191,50 @@ def _round_trip_s(slowed: tuple[str, int, str]) -> float:
     the answers only), beyond what they take unslowed."""
     _link, latency_ms, streams = slowed
     return latency_ms * (2 if streams == "both" else 1) / 1000
+
+
+class _CommitRows:
+    """Where in each commit a late commit kill watched the batch's rows showed (the output's visible mark, read from
+    the system directly at each look, first changed), and how long those commits ran on after them: the kill's
+    anchor. A commit that shows its rows at its last step (a Kafka transaction's) runs on a round trip at most; one
+    that shows them first and records its decision after (or commits several prepared transactions in turn) longer.
+    At-least-once output, shown by the tasks, does not change in the commit: nothing is learnt from it."""
+
+    def __init__(self, observer: Any) -> None:
+        self._observer = observer
+        #: (attempt, batch) -> the output's visible mark at the first look at the batch's commit
+        self._marks: dict[tuple[int, int], Any] = {}
+        #: (attempt, batch) -> seconds into its commit its rows were first seen
+        self.shown: dict[tuple[int, int], float] = {}
+        #: seconds each commit seen to its end ran after its rows showed
+        self.tails: list[float] = []
+
+    def look(self, seen: Observation, age: float) -> None:
+        """A look saw the commit of ``seen``'s batch ``age`` seconds after its first look."""
+        key = (seen.attempt, seen.batch)
+        if key in self.shown:
+            return
+        mark = self._observer.visible_mark()
+        if key not in self._marks:
+            self._marks[key] = mark
+        elif mark != self._marks[key]:
+            self.shown[key] = age
+
+    def ended(self, attempt: int, ended: list[tuple[int, str, float]], moment: str) -> None:
+        """The looks saw these moments end (:meth:`_MomentClock.saw`): learn the tail of each commit whose rows
+        showed."""
+        for batch, name, length in ended:
+            if name == moment and (attempt, batch) in self.shown:
+                self.tails.append(max(0.0, length - self.shown[(attempt, batch)]))
+
+    def grown(self, seen: Observation) -> bool:
+        """Whether the output has grown since the first look at this batch's commit (asked with the driver frozen)."""
+        key = (seen.attempt, seen.batch)
+        return key in self._marks and self._observer.visible_mark() != self._marks[key]
+
+    def tail(self) -> float | None:
+        """The shortest time a commit watched ran on after its rows showed (None: none watched to its end)."""
+        return min(self.tails) if self.tails else None
 
 
 class _Reach:
@@ -291,11 +340,12 @@ class DriverKillAtMoment(Fault):
         self._slowed: dict[str, Any] | None = None
         #: cancelled after a positioning kill's restart: the query runs on, and the heal restarts nothing
         self._left_running = False
-        #: a late commit kill strikes only before the commit shows the batch's rows (see MomentKillParams)
-        self._before_rows = (self.params.moment == _COMMIT_MOMENT and self.params.round_trips_before_end is not None
-                             and context.observer is not None)
-        #: (attempt, batch) -> the output's visible mark when the batch's commit was first seen (_before_rows)
-        self._commit_marks: dict[tuple[int, int], Any] = {}
+        #: a late commit kill's view of where each watched commit showed its rows (None: not such a kill, or no
+        #: observer to read the output with)
+        self._rows = (_CommitRows(context.observer) if self.params.moment == _COMMIT_MOMENT
+                      and self.params.round_trips_before_end is not None and context.observer is not None else None)
+        #: whether the strike being decided must come before the batch's rows show
+        self._before_rows = False
         #: the batches let go on because their commit had shown their rows before the strike was due (one entry
         #: each: the rest of such a batch is not struck)
         self._overshot: list[dict[str, Any]] = []
@@ -414,8 +464,10 @@ class DriverKillAtMoment(Fault):
                     now = time.monotonic()
                     if seen.batch_class == params.batch_class and seen.checkpoint.pending is not None:
                         self._slow()
-                    clock.saw(seen, now, self._slowing(), idled=idled)
+                    ended = clock.saw(seen, now, self._slowing(), idled=idled)
                     idled = 0.0
+                    if self._rows is not None:
+                        self._rows.ended(attempt, ended, params.moment)
                     for earlier in [batch for batch in passed if batch < seen.batch]:
                         reach.passed(earlier)
                     aim = reach.capped(clock.aim(params.moment, params.batch_class, params.fraction,
@@ -425,17 +477,18 @@ class DriverKillAtMoment(Fault):
                         self._log.saw(seen, wanted, clock.since(seen.batch, params.moment, now), aim)
                     if wanted:
                         self._seen_wanted = True
-                        self._mark_commit(seen)
+                        aim = self._aim_by_rows(seen, clock.since(seen.batch, params.moment, now), aim)
                         if aim is not None:
                             reach.saw(seen.batch, clock.since(seen.batch, params.moment, now), aim)
                     if (wanted and aim is not None and clock.due(seen.batch, params.moment, now, aim)
                             and not self._rows_were_shown(seen)):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:
-                            return {**strike, "aim_s": round(aim, 3)}
+                            return {**strike, "aim_s": round(aim, 3), **self._rows_note(seen)}
                         self._let_go += 1  # the checkpoint moved on between the look and the freeze
                         if strike.get("rows_shown"):
                             self._learn_overshoot(clock, seen, now, aim)
+                    self._before_rows = False
                     if seen.batch_class == params.batch_class:
                         passed.add(seen.batch)
                         self._watched = max(self._watched, len(passed))
@@ -536,7 +589,7 @@ class DriverKillAtMoment(Fault):
         frozen_ms = round(1000 * (time.monotonic() - looked), 1)
         state = driver.checkpoint()
         if _agrees(seen, state):
-            if not self._rows_shown(seen):
+            if not (self._before_rows and self._rows.grown(seen)):
                 driver.kill()
                 return self._strike(seen, landed=True, frozen_ms=frozen_ms)
             driver.resume()
@@ -546,31 +599,51 @@ class DriverKillAtMoment(Fault):
 
     # -- a late commit kill and the batch's rows ---------------------------------------------------
 
-    def _mark_commit(self, seen: Observation) -> None:
-        """Note the output's visible mark when a late commit kill first sees the wanted batch's commit (one request
-        per batch, to the system directly: the slowed link is the connector's)."""
-        key = (seen.attempt, seen.batch)
-        if self._before_rows and key not in self._commit_marks:
-            self._commit_marks[key] = self.observer.visible_mark()
+    def _aim_by_rows(self, seen: Observation, age: float, aim: float | None) -> float | None:
+        """A late commit kill's aim in this batch's commit, ``age`` seconds in: from where its rows show when the
+        commits watched ran on after their rows longer than the aim's distance from the end (the rows show first,
+        then the decision is recorded or more prepared transactions commit): the rows' age in this batch plus the
+        shortest such tail, less the round trips before the end (None until this batch's rows show), which no
+        variation of the steps before the rows moves. Otherwise (the rows show last, or nothing learnt yet) ``aim``,
+        struck only before the rows show. Any other kill: ``aim``."""
+        rows = self._rows
+        if rows is None:
+            return aim
+        rows.look(seen, age)
+        slowed = self._slowing()
+        tail = rows.tail()
+        before = self.params.round_trips_before_end * _round_trip_s(slowed) if slowed is not None else None
+        if tail is None or before is None or before >= tail:
+            self._before_rows = True
+            return aim
+        shown = rows.shown.get((seen.attempt, seen.batch))
+        return None if shown is None else shown + tail - before
+
+    def _rows_note(self, seen: Observation) -> dict[str, Any]:
+        """What a late commit kill's strike knew of the rows: where they showed in this commit (if before it), the
+        shortest tail after them, and whether it had to strike before them."""
+        if self._rows is None:
+            return {}
+        shown, tail = self._rows.shown.get((seen.attempt, seen.batch)), self._rows.tail()
+        return {"rows_shown_s": None if shown is None else round(shown, 3),
+                "tail_after_rows_s": None if tail is None else round(tail, 3), "before_rows": self._before_rows}
 
     def _rows_were_shown(self, seen: Observation) -> bool:
         """Whether this batch was let go on already because its commit had shown its rows (a commit that shows them
         in several steps shows more at each later look: one let-go, one length learnt, per batch)."""
         return any(entry["attempt"] == seen.attempt and entry["batch"] == seen.batch for entry in self._overshot)
 
-    def _rows_shown(self, seen: Observation) -> bool:
-        """Whether, the driver frozen, the output has grown since this batch's commit was first seen: the commit
-        already showed its rows, and a kill now would strike after the step a late commit kill is aimed before."""
-        key = (seen.attempt, seen.batch)
-        return (self._before_rows and key in self._commit_marks
-                and self.observer.visible_mark() != self._commit_marks[key])
-
     def _learn_overshoot(self, clock: _MomentClock, seen: Observation, now: float, aim: float) -> None:
         """A commit showed its rows before the aim: shorter than every one learnt. What it ran until its rows
-        showed, plus the answer's way back, is learnt as a length, so the next batch's aim comes before its rows."""
+        showed (seen by an earlier look, else by this one), plus what the commits watched ran after their rows (the
+        answer's way back while none was watched to its end), is learnt as a length, so the next batch's aim comes
+        before its rows."""
         slowed = self._slowing()
-        shown_s = clock.since(seen.batch, self.params.moment, now)
-        clock.learn(self.params.moment, slowed, shown_s + (_answer_s(slowed) if slowed is not None else 0.0))
+        shown_s = self._rows.shown.get((seen.attempt, seen.batch), clock.since(seen.batch, self.params.moment, now))
+        tail = self._rows.tail()
+        if tail is None:
+            tail = _answer_s(slowed) if slowed is not None else 0.0
+        clock.learn(self.params.moment, slowed, shown_s + tail)
         self._overshot.append({"attempt": seen.attempt, "batch": seen.batch, "rows_shown_by_s": round(shown_s, 3),
                                "aim_s": round(aim, 3)})
 

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from streamcert.harness.faults import moments
 from streamcert.harness.faults.base import FaultCancelled, FaultContext
 from streamcert.harness.faults.moments import (_IDLE_LOOK_INTERVAL_S, _LENGTHS, _LOOK_INTERVAL_S, DriverKillAtMoment,
                                               _agrees, _learnt, _MomentClock, _Reach, _WatchLog)
@@ -140,13 +141,13 @@ class _Output:
 
 
 def test_a_late_commit_kill_whose_commit_already_showed_its_rows_lets_it_go_on_and_aims_before_the_rows_next():
-    """Session 28's quick-plan escapes: a late commit kill aimed 1.65 round trips before the shortest commit learnt
-    (2.60 s) struck at 2.37 s, 6 ms after the batch's rows showed, and a 0.82-s PostgreSQL commit was struck after its
-    rows and its decision: past the window it is for, in a commit shorter than any learnt. With the driver frozen it
-    now asks the output whether it grew since the commit began: it did, so the driver goes on, unkilled, and the
-    commit is learnt as long as it ran until its rows showed plus the answer's way back, so the next batch's aim
-    comes before its rows. Output unchanged: the kill lands. A kill of another band (a fraction of the median), which
-    may be meant for the steps after the rows, strikes whatever the output did."""
+    """Session 28's quick-plan escape: a late commit kill aimed 1.65 round trips before the shortest commit learnt
+    (2.60 s) struck at 2.37 s, 6 ms after the batch's rows showed: past the window it is for, in a commit shorter
+    than any learnt. With the driver frozen it asks the output whether it grew since the commit's first look: it
+    did, so the driver goes on, unkilled, and the commit is learnt as long as it ran until its rows showed plus the
+    answer's way back (no commit watched to its end yet), so the next batch's aim comes before its rows. Output
+    unchanged: the kill lands. A kill of another band (a fraction of the median), or one with no observer, strikes
+    whatever the output did."""
     slowed = ("kafka", 69, "both")
     output = _Output(1_000)
     driver = _FrozenDriver(CheckpointState(24, 23))
@@ -155,38 +156,33 @@ def test_a_late_commit_kill_whose_commit_already_showed_its_rows_lets_it_go_on_a
     late = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
         "moment": "commit_in_flight", "fraction": 0.768, "round_trips_before_end": 1.65, "slow_link": "kafka",
         "latency_ms": 69}), context)
+    late._toxics = (None, [])  # the link is slowed (as the watch does it)
     commit = Observation(11, 24, frozenset({"commit_in_flight", "read_done"}), "steady", 0)
-    late._mark_commit(commit)
-    late._mark_commit(commit)  # one mark per batch: later looks ask nothing
-    assert output.asked == 1
+    assert late._aim_by_rows(commit, 0.0, 2.372) == 2.372 and late._before_rows  # nothing learnt: before the rows
     output.mark = 1_057  # the copy committed: its 57 rows show
     strike = late._freeze_and_decide(commit)
     assert strike["landed"] is False and strike["rows_shown"] is True and driver.told == ["pause", "resume"]
     clock = _MomentClock(driver)
     clock.lengths[("commit_in_flight", False, slowed)] = [2.60, 3.05]
-    late._toxics = (None, [])  # the link is slowed (as the watch does it), so lengths are learnt as slowed
     clock.saw(commit, 100.0, slowed)
     late._learn_overshoot(clock, commit, 102.37, aim=2.372)
     aim = clock.aim("commit_in_flight", "steady", 0.768, slowed, 1.65)
     assert aim == pytest.approx(2.37 + 0.069 - 1.65 * 0.138) and aim < 2.37
     assert late._overshot == [{"attempt": 11, "batch": 24, "rows_shown_by_s": 2.37, "aim_s": 2.372}]
     assert late._rows_were_shown(commit) and not late._rows_were_shown(Observation(12, 24, commit.moments, "steady", 0))
-    late._toxics = None
     later = Observation(11, 25, frozenset({"commit_in_flight", "read_done"}), "steady", 0)
     driver.state, driver.told = CheckpointState(25, 24), []
-    late._mark_commit(later)
+    late._aim_by_rows(later, 0.0, aim)
     assert late._freeze_and_decide(later)["landed"] is True and driver.told == ["pause", "kill"]
     middle = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
         "moment": "commit_in_flight", "fraction": 0.5, "slow_link": "kafka", "latency_ms": 69}), context)
-    middle._mark_commit(later)
+    assert middle._aim_by_rows(later, 0.0, 0.4) == 0.4 and not middle._before_rows
     output.mark, driver.told = 2_000, []
     assert middle._freeze_and_decide(later)["landed"] is True and driver.told == ["pause", "kill"]
     unobserved = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
         "moment": "commit_in_flight", "round_trips_before_end": 1.5, "slow_link": "kafka", "latency_ms": 69}),
         FaultContext(history=History(), workdir=Path("/nonexistent"), driver=driver, environment=object()))
-    unobserved._mark_commit(later)
-    driver.told = []
-    assert unobserved._freeze_and_decide(later)["landed"] is True and driver.told == ["pause", "kill"]
+    assert unobserved._rows is None and unobserved._aim_by_rows(later, 0.0, 0.4) == 0.4
 
 
 def _kill(tmp_path, driver, **params) -> DriverKillAtMoment:
@@ -246,13 +242,70 @@ def test_a_commit_that_shows_its_rows_in_several_steps_is_let_go_once_and_the_ne
 
     kill._status = lambda attempt, deadline: _Status()
     kill._look = look
-    kill._before_rows = True
     event = kill._inject()
     assert event["reached"] and [strike["batch"] for strike in event["strikes"]] == [26]
     assert driver.told == ["pause", "resume", "pause", "kill"]
     assert [entry["batch"] for entry in event["overshot"]] == [25] and event["let_go"] == 1
     assert event["learnt"][0]["n"] == 2
     assert len(_LENGTHS[driver][("commit_in_flight", False, ("postgres", 67, "both"))]) == 2
+
+
+class _Clock:
+    """``time`` as the moment kill sees it: looks 50 ms apart, whatever the machine does."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_a_commit_that_runs_on_after_its_rows_is_struck_at_the_rows_of_its_own_batch_not_from_its_start(monkeypatch):
+    """Session 29: a PostgreSQL sink that commits its prepared transactions before it records the decision shows its
+    rows ~0.4 s into a ~1-s commit, the bug's window after them; aimed from the commit's start, a late kill struck
+    after the whole commit (a commit shorter than any learnt), and held to strike before the rows it walked back
+    batch after batch to the commit's start. Once one commit was watched to its end (its rows at 0.1 s, its end at
+    0.6 s: 0.5 s after its rows, more than the 1.45 round trips of a 67-ms link the kill aims before the end), the
+    next batch is struck 0.5 - 0.194 s after its own rows showed, wherever they showed (0.3 s in), after them."""
+    clock = _Clock()
+    monkeypatch.setattr(moments, "time", clock)
+    slowed = ("postgres", 67, "both")
+    driver = _FrozenDriver(CheckpointState(24, 23))
+    driver.attempt, driver.start_states = 10, {}
+    driver.is_running = lambda: "kill" not in driver.told
+    output = _Output(0)
+    kill = build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, {
+        "moment": "commit_in_flight", "round_trips_before_end": 1.45, "slow_link": "postgres", "latency_ms": 67,
+        "timeout_s": 30}), FaultContext(history=History(), workdir=Path("/nonexistent"), driver=driver,
+                                        observer=output, environment=_Stack()))
+    _LENGTHS[driver] = {("commit_in_flight", False, slowed): [0.6]}
+    commits = {24: (1_000.2, 0.1, 0.6), 25: (1_001.0, 0.3, 1.0)}  # batch -> (commit's start, rows at, length)
+
+    def look(_status, attempt, _start):
+        clock.now += 0.045
+        batch = next((b for b, (began, _rows, length) in commits.items() if clock.now < began + length), 26)
+        driver.state = CheckpointState(batch, batch - 1)
+        output.mark = sum(57 for began, rows, _length in commits.values() if clock.now >= began + rows)
+        moments_now = {"commit_in_flight", "read_done"} if clock.now >= commits.get(batch, (0,))[0] else {"writing"}
+        return Observation(attempt, batch, frozenset(moments_now), "steady", 0, driver.state)
+
+    kill._status = lambda attempt, deadline: _Status()
+    kill._look = look
+    event = kill._inject()
+    [strike] = event["strikes"]
+    assert strike["batch"] == 25 and strike["landed"] and not strike["before_rows"]
+    assert strike["tail_after_rows_s"] == pytest.approx(0.5, abs=0.06)
+    assert strike["rows_shown_s"] == pytest.approx(0.3, abs=0.06)
+    expected = strike["rows_shown_s"] + strike["tail_after_rows_s"] - 1.45 * 0.134
+    assert strike["aim_s"] == pytest.approx(expected, abs=0.002)
+    assert [entry["batch"] for entry in event["overshot"]] == [24]  # the batch it learnt the tail on, let go once
+    assert driver.told == ["pause", "resume", "pause", "kill"]
 
 
 def test_looks_are_spaced_out_only_in_a_first_batch_that_cannot_show_the_wanted_moment_before_the_next(tmp_path):
