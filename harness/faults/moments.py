@@ -22,8 +22,11 @@ restarts the driver from its checkpoint. With ``slow_link`` the connector's own 
 ways, or with ``slow_streams="downstream"`` on the answers only) from the first look at the wanted batch until the
 kill, so a multi-step commit's steps are a round trip or more apart. A ``fraction`` aims into the moment by its length
 learnt on the run's earlier batches slowed the same way; ``round_trips_before_end`` aims back from its end instead (a
-commit's last step, wherever its earlier steps took it), and strikes only before the commit shows the batch's rows: a
-commit shorter than any learnt that already did is let go on, its length learnt from where the rows showed.
+commit's last step, wherever its earlier steps took it). Such a late commit kill also watches the run's output
+(:class:`_CommitRows`): once the commits it watched ran on after their rows longer than its distance from the end
+(the decision recorded after the rows, prepared transactions committed in turn), it strikes that far after the rows
+of its own batch; otherwise only before the batch's rows show (a commit shorter than any learnt that already showed
+them is let go on, its length learnt from where they showed).
 :class:`PythonWorkerKillAtMoment` kills the Python workers running a steady batch's tasks instead of the driver,
 :class:`ExecutorKillAtMoment` the executor JVM running one (Spark retries the tasks).
 """
@@ -75,10 +78,12 @@ class MomentKillParams(FaultParams):
                     "as the shortest length learnt for it (slowed the same way) puts it, instead of at ``fraction``: "
                     "a multi-step commit's last step, where a record-then-commit bug lives, sits a round trip or two "
                     "before the end of every batch whatever the length of its earlier steps (without a slowed link "
-                    "``fraction`` aims). Such a kill of ``commit_in_flight`` strikes only while the run's output has "
-                    "not grown since the commit began (read with the driver frozen): a commit that already showed "
-                    "its rows is let go on and its length learnt from there (what follows the rows is the "
-                    "``output_visible`` kills' to strike)")
+                    "``fraction`` aims). Such a kill of ``commit_in_flight`` with an observer reads the run's output "
+                    "at its looks: when the commits it watched ran on after their rows for longer than the round "
+                    "trips it aims before the end, it strikes at the rows of its own batch plus that tail less the "
+                    "round trips; otherwise only while the output has not grown since the commit's first look "
+                    "(read with the driver frozen), a commit that already showed its rows let go on and its length "
+                    "learnt from there")
     slow_link: str | None = Field(None, min_length=1, description="the connector's own link (kafka, postgres, or an "
                                                                   "endpoint of its external system), slowed by a "
                                                                   "latency toxic (slow_streams says which ways) from "
