@@ -61,6 +61,8 @@ _LOOK_INTERVAL_S = 0.005
 _IDLE_LOOK_INTERVAL_S = 0.05
 #: The moment a sink's driver-side commit runs in.
 _COMMIT_MOMENT = "commit_in_flight"
+#: Seconds a server takes to show a commit it received (a Kafka transaction's markers, a PostgreSQL commit).
+_SERVER_STEP_S = 0.03
 
 
 class MomentKillParams(FaultParams):
@@ -587,14 +589,15 @@ class DriverKillAtMoment(Fault):
 
     def _freeze_and_decide(self, seen: Observation) -> dict[str, Any]:
         """SIGSTOP the driver, read the checkpoint: kill when it still agrees with the look (and, for a late commit
-        kill, the output has not grown since the commit began), else let it go on."""
+        kill held before the rows, the output has not grown since the commit's first look, nor while the requests
+        the driver sent before the freeze crossed the slowed link), else let it go on."""
         driver = self.driver
         looked = time.monotonic()
         driver.pause()
         frozen_ms = round(1000 * (time.monotonic() - looked), 1)
         state = driver.checkpoint()
         if _agrees(seen, state):
-            if not (self._before_rows and self._rows.grown(seen)):
+            if not (self._before_rows and self._rows_grown_while_frozen(seen)):
                 driver.kill()
                 return self._strike(seen, landed=True, frozen_ms=frozen_ms)
             driver.resume()
@@ -623,6 +626,23 @@ class DriverKillAtMoment(Fault):
             return aim
         shown = rows.shown.get((seen.attempt, seen.batch))
         return None if shown is None else shown + tail - before
+
+    def _rows_grown_while_frozen(self, seen: Observation) -> bool:
+        """Whether the batch's rows showed before the kill could strike: already, or once the requests the frozen
+        driver sent before it froze crossed the slowed link (the proxy delivers a request a dying client sent: a
+        commit's last request on its way shows its rows after the kill, and the strike would have come after the
+        step it is aimed before). The driver stays frozen meanwhile: nothing it does moves the strike."""
+        if self._rows.grown(seen):
+            return True
+        time.sleep(self._in_flight_s())
+        return self._rows.grown(seen)
+
+    def _in_flight_s(self) -> float:
+        """How long a request the driver sent may take to cross the slowed link and show its effect: the latency
+        on the way there and its jitter, plus the server's own steps (a transaction's markers)."""
+        slowed = self._slowing()
+        towards_server_s = slowed[1] * 1.2 / 1000 if slowed is not None and slowed[2] == "both" else 0.0
+        return towards_server_s + _SERVER_STEP_S
 
     def _rows_note(self, seen: Observation) -> dict[str, Any]:
         """What a late commit kill's strike knew of the rows: where they showed in this commit (if before it), the

@@ -170,7 +170,25 @@ def test_a_late_commit_kill_whose_commit_already_showed_its_rows_lets_it_go_on_a
     assert aim == pytest.approx(2.37 + 0.069 - 1.65 * 0.138) and aim < 2.37
     assert late._overshot == [{"attempt": 11, "batch": 24, "rows_shown_by_s": 2.37, "aim_s": 2.372}]
     assert late._rows_were_shown(commit) and not late._rows_were_shown(Observation(12, 24, commit.moments, "steady", 0))
+    # session 29: the commit's last request had left before the freeze, and its rows showed while it crossed the
+    # 69-ms link: the frozen driver is held that long (83 ms and the server's step) before the output is read again
+    in_flight = Observation(11, 26, frozenset({"commit_in_flight", "read_done"}), "steady", 0)
+    driver.state, driver.told = CheckpointState(26, 25), []
+    late._aim_by_rows(in_flight, 0.0, aim)
+    output.mark += 57
+    late._rows._marks[(11, 26)] = output.mark - 57  # the first look's mark: before the request arrived
+    strike = late._freeze_and_decide(in_flight)
+    assert strike["landed"] is False and driver.told == ["pause", "resume"]
+    arriving = _Arriving(output.mark)
+    late._rows._observer = arriving
+    late._rows._marks[(11, 26)] = arriving.mark
+    driver.told = []
+    began = time.monotonic()
+    strike = late._freeze_and_decide(in_flight)
+    assert strike["landed"] is False and driver.told == ["pause", "resume"] and arriving.asked == 2
+    assert time.monotonic() - began >= 0.069 * 1.2 + 0.03
     later = Observation(11, 25, frozenset({"commit_in_flight", "read_done"}), "steady", 0)
+    late._rows._observer = output
     driver.state, driver.told = CheckpointState(25, 24), []
     late._aim_by_rows(later, 0.0, aim)
     assert late._freeze_and_decide(later)["landed"] is True and driver.told == ["pause", "kill"]
@@ -188,6 +206,14 @@ def test_a_late_commit_kill_whose_commit_already_showed_its_rows_lets_it_go_on_a
 def _kill(tmp_path, driver, **params) -> DriverKillAtMoment:
     context = FaultContext(history=History(), workdir=tmp_path, driver=driver)
     return build_fault(FaultSpec("driver_kill_moment", "driver", 0, 0, params), context)
+
+
+class _Arriving(_Output):
+    """A commit's last request on its way: the rows show from the second read on."""
+
+    def visible_mark(self) -> int:
+        super().visible_mark()
+        return self.mark + (57 if self.asked > 1 else 0)
 
 
 class _Link:
