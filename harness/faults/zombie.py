@@ -29,6 +29,7 @@ from streamcert.harness.faults.executor import (blocked_elsewhere, busy_workers_
                                                 executor_order, has_ended, in_task_worker, is_idle, sigkill,
                                                 strike_wait, unread_from_jvm)
 from streamcert.harness.faults.registry import FaultParams, fault_kind
+from streamcert.harness.stack.process import signal_processes
 
 __all__ = ["ZOMBIE_SPARK_CONF", "ZombieParams", "TaskZombie", "lost_tasks"]
 
@@ -84,17 +85,6 @@ def _tree(pid: int) -> list[psutil.Process]:
         return [*reversed(root.children(recursive=True)), root]
     except psutil.Error:
         return []
-
-
-def _signal_all(processes: list[psutil.Process], signum: int) -> list[int]:
-    done = []
-    for process in processes:
-        try:
-            process.send_signal(signum)
-            done.append(process.pid)
-        except psutil.Error:  # it ended meanwhile
-            continue
-    return done
 
 
 def _log_since(path: Path, offset: int) -> str:
@@ -203,7 +193,7 @@ class TaskZombie(Fault):
             offset = _log_size(driver.log_file)
             self._frozen = [_Frozen(eid, self._busy_first(_tree(executors[eid]), busy), busy, offset)
                             for eid, busy in sorted(victims.items()) if eid in executors]
-            frozen = [pid for victim in self._frozen for pid in _signal_all(victim.processes, signal.SIGSTOP)]
+            frozen = [pid for victim in self._frozen for pid in signal_processes(victim.processes, signal.SIGSTOP)]
             self._frozen_at = time.monotonic()
         state = driver.checkpoint()
         return {"moment": moment if self._frozen else "none", "watched_output": output_moment, "slowed_link": slowed,
@@ -388,7 +378,7 @@ class TaskZombie(Fault):
         alive_at_thaw = [p.pid for p in python if not has_ended(p)]
         # The JVMs stay frozen: thawed, each would act on the kill its worker already sent and take the Python
         # workers down with it before the zombie attempt could write anything.
-        _signal_all(python, signal.SIGCONT)
+        signal_processes(python, signal.SIGCONT)
         thawed_at = time.monotonic()
         # finished: back on their JVM sockets, their task done or waiting for rows the frozen JVM never sends (the
         # two look alike from outside; a zombie frozen before its rows reached it is the second)

@@ -62,7 +62,8 @@ from streamcert.harness.run.warm_up import WARM_UP_QUERY_PREFIX, BackgroundWarmU
 from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
-from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, processes_with_token, reap, token_env
+from streamcert.harness.stack.process import (ManagedProcess, ProcessBacked, descendants_outside_group,
+                                              processes_with_token, reap, signal_processes, token_env)
 from streamcert.harness.stack.jvm_start import ensure_class_archive
 from streamcert.harness.waiting import wait_for
 
@@ -136,6 +137,8 @@ class DriverProcess(ProcessBacked):
         self.attempt = 0
         self._process: ManagedProcess | None = None
         self._driver_token = ""
+        #: the processes outside the driver's group a pause stopped (see :meth:`pause`)
+        self._frozen_outside: list = []
         #: whether the next attempt waits warm while this one runs (see the module's docstring); local masters
         #: only: a standby on another would start executors of its own beside the attempt's
         self.standby = standby and runs_in_driver(spec.master)
@@ -292,11 +295,33 @@ class DriverProcess(ProcessBacked):
         self.stop()
         return report
 
+    def pause(self) -> None:
+        """SIGSTOP the driver's process group and the processes under it in groups of their own (the Python
+        processes Spark forks from the fork server: a sink's commit, the planning calls), so that a frozen driver's
+        commit does not go on while a fault decides."""
+        super().pause()
+        # one another fault holds stopped (a zombie's workers) stays stopped when this one resumes
+        self._frozen_outside = [process for process in self._outside_group() if _running(process)]
+        signal_processes(self._frozen_outside, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        signal_processes(self._frozen_outside, signal.SIGCONT)
+        self._frozen_outside = []
+        super().resume()
+
     def kill(self) -> None:
-        """SIGKILL the driver and everything it started (JVM, Python workers): a crash."""
+        """SIGKILL the driver and everything it started (JVM, Python workers, the fork server's children, which a
+        signal to its group misses: at once, not after the group is gone): a crash."""
+        signal_processes(self._outside_group(), signal.SIGKILL)
+        self._frozen_outside = []
         super().kill()
         self._reap()
         self._remove_scratch()
+
+    def _outside_group(self) -> list:
+        """The processes under the driver in process groups of their own (none once it is gone)."""
+        pid = self._process.pid if self._process is not None else None
+        return descendants_outside_group(pid) if pid is not None and self.is_running() else []
 
     def _reap(self) -> None:
         if self._driver_token:
@@ -719,3 +744,13 @@ def _drain_listeners(spark: Any, timeout_ms: int = 10_000) -> None:
 
 if __name__ == "__main__":
     sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5]))
+
+
+def _running(process: Any) -> bool:
+    """Whether ``process`` runs (is neither stopped nor gone)."""
+    import psutil
+
+    try:
+        return process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False

@@ -50,6 +50,8 @@ __all__ = [
     "carriers_with_owner",
     "processes_with_token",
     "reap",
+    "descendants_outside_group",
+    "signal_processes",
 ]
 
 RUN_TOKEN_VAR = "STREAMCERT_RUN_TOKEN"
@@ -452,3 +454,35 @@ def reap(token: str, timeout: float = 5.0, var: str = RUN_TOKEN_VAR) -> int:
     except StreamcertError:
         pass  # teardown goes on; leftovers stay visible to processes_with_token
     return len(killed)
+
+
+def descendants_outside_group(pid: int) -> list[psutil.Process]:
+    """The processes under ``pid`` (children, theirs...) that moved to a process group other than ``pid``'s own: a
+    signal to the group misses them (a fork server's children each take a group of their own)."""
+    try:
+        leader = psutil.Process(pid)
+        group = os.getpgid(pid)
+        descendants = leader.children(recursive=True)
+    except (psutil.Error, ProcessLookupError):
+        return []
+    outside = []
+    for process in descendants:
+        try:
+            if os.getpgid(process.pid) != group:
+                outside.append(process)
+        except ProcessLookupError:  # it ended meanwhile
+            continue
+    return outside
+
+
+def signal_processes(processes: Sequence[psutil.Process], signum: int) -> list[int]:
+    """Send ``signum`` to each of ``processes`` still running (psutil checks a pid still names the process it
+    found); the pids signalled."""
+    done = []
+    for process in processes:
+        try:
+            process.send_signal(signum)
+            done.append(process.pid)
+        except psutil.Error:  # it ended meanwhile
+            continue
+    return done

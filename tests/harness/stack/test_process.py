@@ -1,6 +1,7 @@
 """Unit tests: child processes start, fail fast with evidence, stop idempotently and leave nothing."""
 
 import os
+import signal
 import time
 
 import psutil
@@ -8,7 +9,8 @@ import pytest
 
 from streamcert.harness.errors import StartupFailed
 from streamcert.harness.stack.process import (OWNER_VAR, RUN_TOKEN_VAR, ManagedProcess, Owner, ProcessBacked,
-                                              processes_with_token, reap, run_logged, token_carriers, token_env)
+                                              descendants_outside_group, processes_with_token, reap, run_logged,
+                                              signal_processes, token_carriers, token_env)
 from streamcert.harness.stack.readiness import Readiness
 
 
@@ -86,6 +88,30 @@ def test_pause_and_resume(tmp_path):
     assert psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED
     proc.resume()
     proc.stop()
+
+
+def test_a_descendant_in_a_group_of_its_own_is_found_and_signalled(tmp_path):
+    """A fork server's children (and pyspark's task daemon) take process groups of their own: a signal to the
+    driver's group misses them, so a freeze or a kill finds them under the leader and signals them too."""
+    proc = ManagedProcess("forker", ["sh", "-c", "setsid sleep 30 & exec sleep 30"], tmp_path / "log")
+    proc.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not descendants_outside_group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [escaped] = descendants_outside_group(proc.pid)
+        assert os.getpgid(escaped.pid) != proc.pid
+        assert signal_processes([escaped], signal.SIGSTOP) == [escaped.pid]
+        time.sleep(0.1)
+        assert escaped.status() == psutil.STATUS_STOPPED
+        assert signal_processes([escaped], signal.SIGKILL) == [escaped.pid]
+        deadline = time.monotonic() + 5
+        while escaped.is_running() and escaped.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not escaped.is_running() or escaped.status() == psutil.STATUS_ZOMBIE  # its parent never reaps it
+    finally:
+        proc.stop()
+    assert descendants_outside_group(proc.pid or 1 << 22) == []
 
 
 def test_run_logged_returns_exit_code_and_last_lines():
