@@ -742,10 +742,6 @@ def _drain_listeners(spark: Any, timeout_ms: int = 10_000) -> None:
         time.sleep(0.5)
 
 
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5]))
-
-
 def _running(process: Any) -> bool:
     """Whether ``process`` runs (is neither stopped nor gone)."""
     import psutil
@@ -754,3 +750,8 @@ def _running(process: Any) -> bool:
         return process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
     except psutil.Error:
         return False
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5]))
+
