@@ -59,7 +59,7 @@ def profile_run(folder: Path) -> dict[str, Any]:
               for event in [e for e in events if e.get("attempt") == attempt and e.get("event") == "progress"][1:]]
     total = [phases["triggerExecution"] for phases in steady if phases.get("triggerExecution") is not None]
     return {"run": str(folder), "scenario": (result.get("scenario") or {}).get("name"),
-            "duration_s": result.get("duration_s"), "attempts": attempts,
+            "duration_s": result.get("duration_s"), "cpu": result.get("cpu"), "attempts": attempts,
             "restart_overhead_s": round(sum(_sum_known(a, ("session_s", "query_s", "first_batch_s"))
                                             for a in attempts), 2),
             "steady_batch_ms": statistics.median(total) if total else None,
@@ -141,11 +141,20 @@ def _first_batch_line(figures: dict[str, Any]) -> str:
         "warm_up_done"]) + "; " + part("standby not warmed or none", figures["warm_up_not_done"]))
 
 
+def _cpu_part(cpu: dict[str, Any] | None) -> str:
+    """The run's CPU window (absent in runs made before it was recorded)."""
+    if not cpu or cpu.get("busy_share") is None:
+        return ""
+    return (f"; the machine's {cpu['cores']} cores {cpu['busy_share']:.0%} busy ({cpu['busy_s']:g} s, "
+            f"{cpu['nice_s']:g} s of it at a lowered priority)")
+
+
 def _table(profile: dict[str, Any]) -> str:
     phases = ", ".join(f"{name} {ms:g}" for name, ms in profile["steady_phases_ms"].items())
     lines = [f"{profile['scenario']} ({profile['run']}): {profile['duration_s']} s, "
              f"{len(profile['attempts'])} attempt(s), restarts and first batches {profile['restart_overhead_s']} s, "
-             f"steady batch median {profile['steady_batch_ms']} ms" + (f" ({phases})" if phases else ""),
+             f"steady batch median {profile['steady_batch_ms']} ms" + (f" ({phases})" if phases else "")
+             + _cpu_part(profile.get("cpu")),
              "| attempt | to session s | standby ready s | warmed | to query s | of it building s | to first batch s "
              "| first addBatch ms | batches |",
              "|---:|---:|---:|---|---:|---:|---:|---:|---:|"]

@@ -41,6 +41,7 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.results import ConnectorSummary, RunResult
 from streamcert.harness.run.connectors import load_connector
 from streamcert.harness.run.driver_pool import DriverPool
+from streamcert.harness.stack.cpu_use import CpuWindow
 from streamcert.harness.stack.jvm_start import CERTIFICATION_JIT, default_jit
 from streamcert.harness.stack.python_forks import CERTIFICATION_FORK_SERVER, default_fork_server
 from streamcert.harness.stack.spark_checkpoints import CERTIFICATION_CHECKPOINT_MANAGER, default_checkpoint_manager
@@ -266,6 +267,7 @@ def _certify(certification: Certification, out: Path, *, provider: str, command:
     if not standby_fits(jobs):
         certification.runs = [_without_standby(run) for run in certification.runs]
     judged: list[JudgedRun] = []
+    cpu = CpuWindow().start()
     shutil.rmtree(out / "runs", ignore_errors=True)  # a run folder of an earlier certification must not be resumed
     try:
         result.save(out / "results.json")
@@ -285,6 +287,7 @@ def _certify(certification: Certification, out: Path, *, provider: str, command:
         result.verdicts = _verdicts(certification, judged)
         result.capabilities = _capabilities(certification, result.verdicts)
         result.duration_s = round(time.time() - result.started_at, 3)
+        result.cpu = cpu.figures()
         result.save(out / "results.json")
         if render is not None:
             render(out)

@@ -99,6 +99,10 @@ class CertificationResult(BaseModel):
     machine: dict[str, Any] = Field(default_factory=machine_info)
     started_at: float = 0.0
     duration_s: float = 0.0
+    cpu: dict[str, Any] | None = Field(None, description="the machine's cores over the certification: wall_s, "
+                                       "busy_s, nice_s (the standbys' lowered priority), idle_s, cores, busy_share, "
+                                       "floor_s (busy_s over cores: the least wall time the same work could take "
+                                       "here); none for a merge")
     error: str | None = None
 
     def counts(self) -> dict[str, int]:

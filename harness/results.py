@@ -82,6 +82,9 @@ class RunResult(BaseModel):
     error: str | None = None
     started_at: float = 0.0
     duration_s: float = 0.0
+    cpu: dict[str, Any] | None = Field(None, description="the machine's cores over the run (machine-wide, other runs "
+                                       "beside it included): wall_s, busy_s, nice_s, idle_s, cores, busy_share, "
+                                       "floor_s (busy_s over cores)")
     machine: dict[str, Any] = Field(default_factory=_machine)
 
     def to_dict(self) -> dict[str, Any]:

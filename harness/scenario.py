@@ -56,6 +56,7 @@ from streamcert.harness.run.observers.reader import reader_observer
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.settle import Settling, wait_until_seen
 from streamcert.harness.run.workload import WorkloadSpec
+from streamcert.harness.stack.cpu_use import CpuWindow
 from streamcert.harness.stack.install import ensure_jars
 from streamcert.harness.stack.kafka_clients import TopicSettings, broker_ids
 from streamcert.harness.stack.spark import DEFAULT_MASTER, STANDALONE, pyspark_version, validate_master
@@ -253,6 +254,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path, driver_pool: Any =
                                  "checkpoint and the old output would be judged.")
     brokers = _check_brokers(scenario, _bootstrap(env, scenario))  # refused before anything starts
     result = RunResult(scenario=scenario.as_dict(), seed=scenario.workload.seed, started_at=time.time())
+    cpu = CpuWindow().start()
     run = _Run()
     try:
         if scenario.procedure is None:
@@ -269,6 +271,7 @@ def run_scenario(env: Any, scenario: Scenario, workdir: Path, driver_pool: Any =
         result.driver_attempts = run.driver.attempt if run.driver is not None else 0
         result.history = run.history.events()
         result.duration_s = round(time.time() - result.started_at, 3)
+        result.cpu = cpu.figures()
         result.save(workdir / "results.json")
     return result
 

@@ -196,12 +196,21 @@ def _certify(args: argparse.Namespace) -> int:
     counts = result.counts()
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['unknown']} unknown, {counts['skip']} "
           f"skipped in {result.duration_s:.0f} s; {out / 'results.json'}, {out / 'report.html'}", file=sys.stderr)
+    if result.cpu and result.cpu.get("busy_share") is not None:
+        print(_cpu_line(result.cpu), file=sys.stderr)
     elsewhere = sum(1 for verdict in result.verdicts if result.passed_here(verdict))
     if elsewhere:
         print(f"{elsewhere} of the unknown passed here and wait for their runs in the other shards: "
               "`streamcert merge` the shards' results.json for their verdicts", file=sys.stderr)
     _say_full_plan_only(result)
     return EXIT_OK if result.gate_passed() else EXIT_FAILED
+
+
+def _cpu_line(cpu: dict) -> str:
+    """The certification's CPU figures in a line: whether its time went to work or to waits."""
+    return (f"CPU: {cpu['busy_s']:.0f} s busy over {cpu['cores']} core(s) ({cpu['busy_share']:.0%} of them, "
+            f"{cpu['nice_s']:.0f} s of it the standbys' lowered priority): the same work takes at least "
+            f"{cpu['floor_s']:.0f} s on this machine")
 
 
 def _say_full_plan_only(result: "CertificationResult") -> None:

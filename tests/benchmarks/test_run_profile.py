@@ -7,7 +7,7 @@ import json
 from streamcert.benchmarks.run_profile import main, profile_run
 
 
-def _run_folder(tmp_path):
+def _run_folder(tmp_path, cpu=None):
     history = [{"kind": "driver-start", "time": 100.0, "attempt": 1},
                {"kind": "fault-start", "time": 120.0, "fault": "driver_kill_moment"},
                {"kind": "fault-stop", "time": 121.0, "attempt": 2}]
@@ -23,7 +23,7 @@ def _run_folder(tmp_path):
               {"event": "progress", "attempt": 2, "time": 131.5, "durationMs": {"triggerExecution": 600}}]
     (tmp_path / "driver").mkdir()
     (tmp_path / "results.json").write_text(json.dumps({"scenario": {"name": "x-kills"}, "duration_s": 40.0,
-                                                       "history": history}))
+                                                       "history": history, "cpu": cpu}))
     (tmp_path / "driver" / "driver-events.jsonl").write_text(
         "\n".join(json.dumps(event) for event in events) + "\n{\"event\": \"progr")  # a line cut by a kill
     return tmp_path
@@ -62,3 +62,11 @@ def test_first_batches_after_restarts_are_counted_against_the_bar_and_split_by_t
     assert (both["count"], both["within_bar"], both["max_s"], both["warm_up_done"]["median_s"]) == (2, 1, 3.5, 3.5)
     assert main([str(tmp_path)]) == 0
     assert "first batch after a restart: all 1 (median 3.0 s, longest 3.0 s, 1 within 3 s)" in capsys.readouterr().out
+
+
+def test_a_run_with_a_cpu_window_says_how_busy_the_cores_were(tmp_path, capsys):
+    cpu = {"wall_s": 40.0, "busy_s": 70.4, "nice_s": 21.0, "idle_s": 9.6, "cores": 2, "busy_share": 0.88,
+           "floor_s": 35.2}
+    assert main([str(_run_folder(tmp_path, cpu))]) == 0
+    assert "; the machine's 2 cores 88% busy (70.4 s, 21 s of it at a lowered priority)" in capsys.readouterr().out
+    assert profile_run(tmp_path)["cpu"] == cpu

@@ -133,6 +133,9 @@ def test_the_cluster_keeps_what_it_acknowledged_and_the_harness_sees_unsafe_sett
     assert written["acked-writes-safe"]["scenario"]["procedure"]["kind"] == "acked_writes"
     assert {c["name"] for c in written["acked-writes-safe"]["checks"]} == {"lost", "fault_reached"}
     assert (tmp_path / "cert" / "report.html").is_file()
+    # the certification's CPU window spans it, and each run's its own
+    assert result.cpu["busy_s"] > 0 and abs(result.cpu["wall_s"] - result.duration_s) < 1.0
+    assert all(written[name]["cpu"]["wall_s"] <= result.cpu["wall_s"] for name in written)
 
 
 def test_a_given_master_takes_every_query_and_the_zombie_runs_that_need_a_local_cluster_are_skipped():

@@ -37,6 +37,8 @@ def test_clean_run_is_valid_and_reports_metrics(stack, tmp_path):
     assert Scenario.from_dict(saved["scenario"]) == scenario  # reproducible from results.json
     assert saved["metrics"]["throughput"]["records"] == 1500
     assert saved["metrics"]["latency_ms"]["count"] == 1500 and saved["metrics"]["latency_ms"]["p50"] > 0
+    # a Spark run keeps a core busy for seconds: the window spans the run
+    assert saved["cpu"]["busy_s"] > 1.0 and abs(saved["cpu"]["wall_s"] - saved["duration_s"]) < 1.0
 
 
 @pytest.mark.slow  # the mutants and the certification cover it too; tox -e long runs it

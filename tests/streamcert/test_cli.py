@@ -156,3 +156,10 @@ def test_the_progress_line_says_a_run_spared_by_a_shared_one_and_counts_it(capsy
         assert progress.progress.tasks[0].completed == 1
     said = capsys.readouterr().err
     assert "streamcert-kafka / baseline" in said and "judged on streamcert-kafka-2pc's baseline" in said, said
+
+
+def test_the_cpu_line_says_the_least_time_the_same_work_takes_here():
+    from streamcert.cli import _cpu_line
+
+    line = _cpu_line({"busy_s": 1300.6, "nice_s": 475.3, "cores": 2, "busy_share": 0.814, "floor_s": 650.3})
+    assert "1301 s busy over 2 core(s) (81% of them, 475 s" in line and line.endswith("at least 650 s on this machine")
