@@ -70,9 +70,18 @@ def _header(cert: Certification) -> str:
     return (f"<h1>streamcert certification {badge}</h1>"
             f'<p class="muted">{escape(", ".join(cert.connectors))} · seed {escape(str(results.get("seed")))} · '
             f'{plan} · {len(results.get("runs", []))} scenario runs · {(results.get("duration_s") or 0) / 60:.1f} '
-            f"min · {escape(when)}</p>"
+            f"min{_busy(results.get('cpu'))} · {escape(when)}</p>"
             '<p class="counts">' + "".join(f'<span class="{k}">&nbsp;{counts[k]} {k}&nbsp;</span>'
                                            for k in ("pass", "fail", "unknown", "skip")) + "</p>" + error)
+
+
+def _busy(cpu: dict[str, Any] | None) -> str:
+    """How busy the machine's cores were (results made before the window was recorded, and merges, have none)."""
+    if not cpu or cpu.get("busy_share") is None:
+        return ""
+    return (f' (<span title="machine-wide CPU: {cpu["busy_s"]:.0f} s busy, {cpu["nice_s"]:.0f} s of it the '
+            f'standbys; the same work takes at least {cpu["floor_s"]:.0f} s here">cores {cpu["busy_share"]:.0%} '
+            "busy</span>)")
 
 
 def _matrix(cert: Certification) -> str:

@@ -57,6 +57,8 @@ def certification_results(complete: bool = True) -> dict:
             "command": "streamcert certify --connector good-source --connector dup-sink --seed 5 --quick",
             "versions": {"streamcert": "0.1.0", "spark": "4.3.0", "kafka": "4.3.1", "git_commit": "abc123"},
             "machine": {"cpu_count": 2, "memory_mib": 24105}, "started_at": _T0, "duration_s": 163.75,
+            "cpu": {"wall_s": 163.8, "busy_s": 265.4, "nice_s": 80.2, "idle_s": 62.2, "cores": 2, "busy_share": 0.81,
+                    "floor_s": 132.7},
             "error": None if complete else "KeyboardInterrupt: "}
 
 

@@ -30,6 +30,7 @@ def test_every_section_is_there_with_the_numbers_of_the_results(page):
     for heading in ("Verdicts", "Findings", "Scenario runs", "Passed and skipped", "Environment"):
         assert f"<h2>{heading}</h2>" in page
     assert "not certified" in page and "seed 5 · quick plan · 3 scenario runs · 2.7 min" in page
+    assert "at least 133 s here\">cores 81% busy</span>" in page  # the machine's CPU over the certification
     for count, kind in ((2, "pass"), (1, "fail"), (1, "unknown"), (1, "skip")):
         assert f'<span class="{kind}">&nbsp;{count} {kind}&nbsp;</span>' in page
     assert "90 s · 4 driver attempt(s) · 3 fault(s) · seed 78" in page
