@@ -63,7 +63,8 @@ from streamcert.harness.run.references import resolve
 from streamcert.harness.errors import StartupFailed
 from streamcert.spi.fault_points import DRIVER_PID_VAR, POINTS_DIR_VAR
 from streamcert.harness.stack.process import (ManagedProcess, ProcessBacked, descendants_outside_group,
-                                              processes_with_token, reap, signal_processes, token_env)
+                                              processes_with_token, reap, runs_unstopped, signal_processes,
+                                              token_env)
 from streamcert.harness.stack.jvm_start import ensure_class_archive
 from streamcert.harness.waiting import wait_for
 
@@ -301,7 +302,7 @@ class DriverProcess(ProcessBacked):
         commit does not go on while a fault decides."""
         super().pause()
         # one another fault holds stopped (a zombie's workers) stays stopped when this one resumes
-        self._frozen_outside = [process for process in self._outside_group() if _running(process)]
+        self._frozen_outside = [process for process in self._outside_group() if runs_unstopped(process)]
         signal_processes(self._frozen_outside, signal.SIGSTOP)
 
     def resume(self) -> None:
@@ -742,16 +743,5 @@ def _drain_listeners(spark: Any, timeout_ms: int = 10_000) -> None:
         time.sleep(0.5)
 
 
-def _running(process: Any) -> bool:
-    """Whether ``process`` runs (is neither stopped nor gone)."""
-    import psutil
-
-    try:
-        return process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.Error:
-        return False
-
-
 if __name__ == "__main__":
     sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5]))
-

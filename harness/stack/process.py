@@ -52,6 +52,7 @@ __all__ = [
     "reap",
     "descendants_outside_group",
     "signal_processes",
+    "runs_unstopped",
 ]
 
 RUN_TOKEN_VAR = "STREAMCERT_RUN_TOKEN"
@@ -486,3 +487,11 @@ def signal_processes(processes: Sequence[psutil.Process], signum: int) -> list[i
         except psutil.Error:  # it ended meanwhile
             continue
     return done
+
+
+def runs_unstopped(process: psutil.Process) -> bool:
+    """Whether ``process`` runs: neither stopped (by SIGSTOP: a freeze another fault holds) nor gone."""
+    try:
+        return process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False

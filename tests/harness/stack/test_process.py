@@ -10,7 +10,7 @@ import pytest
 from streamcert.harness.errors import StartupFailed
 from streamcert.harness.stack.process import (OWNER_VAR, RUN_TOKEN_VAR, ManagedProcess, Owner, ProcessBacked,
                                               descendants_outside_group, processes_with_token, reap, run_logged,
-                                              signal_processes, token_carriers, token_env)
+                                              runs_unstopped, signal_processes, token_carriers, token_env)
 from streamcert.harness.stack.readiness import Readiness
 
 
@@ -100,15 +100,16 @@ def test_a_descendant_in_a_group_of_its_own_is_found_and_signalled(tmp_path):
         while not descendants_outside_group(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         [escaped] = descendants_outside_group(proc.pid)
-        assert os.getpgid(escaped.pid) != proc.pid
+        assert os.getpgid(escaped.pid) != proc.pid and runs_unstopped(escaped)
         assert signal_processes([escaped], signal.SIGSTOP) == [escaped.pid]
         time.sleep(0.1)
-        assert escaped.status() == psutil.STATUS_STOPPED
+        assert escaped.status() == psutil.STATUS_STOPPED and not runs_unstopped(escaped)
         assert signal_processes([escaped], signal.SIGKILL) == [escaped.pid]
         deadline = time.monotonic() + 5
         while escaped.is_running() and escaped.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not escaped.is_running() or escaped.status() == psutil.STATUS_ZOMBIE  # its parent never reaps it
+        assert not runs_unstopped(escaped)
     finally:
         proc.stop()
     assert descendants_outside_group(proc.pid or 1 << 22) == []
