@@ -17,7 +17,7 @@ from streamcert.connectors.kafka_sink_options import parse_sink_options
 from streamcert.connectors.row_blocks import encode_blocks
 from streamcert.connectors.twophase import TxnId
 from streamcert.harness.errors import ConfigurationError
-from streamcert.harness.stack.kafka_clients import client_conf, create_topic, read_topic
+from streamcert.harness.stack.kafka_clients import client_conf, create_topic, end_offsets, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +46,13 @@ def _stage(options, batch, partition, ids, attempt=0):
 
 
 def _output(options) -> list[bytes]:
+    """What a read_committed reader sees once every transaction on the output has its markers: a commit returns
+    before the broker writes them, and until then the read ends before the rows (seen once on a loaded machine)."""
+    deadline = time.monotonic() + 10.0
+    while (end_offsets(options.bootstrap_servers, options.topic, "read_committed")
+           != end_offsets(options.bootstrap_servers, options.topic, "read_uncommitted")
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
     return sorted(value for _p, _o, _k, value in read_topic(options.bootstrap_servers, options.topic))
 
 
