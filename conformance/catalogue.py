@@ -21,6 +21,7 @@ from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.query_status import MOMENTS
 
 __all__ = ["KINDS", "CLUSTER_SUBJECT", "FAULT_FAMILIES", "CAPABILITIES", "Requirement", "CATALOGUE", "EVIDENCE_CHECKS",
+           "WITNESSES",
            "requirements", "requirement", "ids_for", "capabilities"]
 
 #: The kinds a requirement applies to: a connector's kind, every connector (``general``), or the Kafka cluster the
@@ -50,6 +51,17 @@ EVIDENCE_CHECKS = {
                   "the connector left running",
     "loss_seen": "the acknowledged-writes run under unsafe settings: the lost check found acknowledged records "
                  "missing (the harness can see the anomaly those settings allow)",
+}
+
+#: Witnesses: events a requirement's procedure must produce, read from its runs' evidence
+#: (:mod:`streamcert.conformance.witnesses`). A requirement whose witness none of its runs shows is unknown, naming
+#: it: its checks passed on a run in which what it tests did not happen.
+WITNESSES = {
+    "added_partition_read": "records were written into a partition the input gained while the query ran, some of "
+                            "them before the query could find it (its driver held until they were committed), and "
+                            "the query read them back",
+    "rescaled_restart": "the query restarted with another parallelism than its attempt before, and the new attempt "
+                        "committed a batch that read input",
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
@@ -100,16 +112,18 @@ class Requirement(BaseModel):
                                                                          "moment must land (a connector's point, a "
                                                                          "hand-written schedule)")
     checks: tuple[str, ...] = Field(min_length=1, description="output checkers and evidence checks that decide it")
+    witnesses: tuple[str, ...] = Field((), description="events its procedure must produce in its runs (WITNESSES); "
+                                                       "one none of them shows leaves the verdict unknown")
     optional: bool = Field(False, description="a connector may leave it unclaimed without a reason of its own")
     origin: str = Field("SPEC §5", description="where it comes from (the spec, a seed article)")
 
-    @field_validator("fault_families", "moments")
+    @field_validator("fault_families", "moments", "witnesses")
     @classmethod
     def _known(cls, values: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        allowed = FAULT_FAMILIES if info.field_name == "fault_families" else MOMENTS
+        allowed = {"fault_families": FAULT_FAMILIES, "moments": MOMENTS, "witnesses": WITNESSES}[info.field_name]
         unknown = [value for value in values if value not in allowed]
         if unknown:
-            what = "fault families" if info.field_name == "fault_families" else "moments"
+            what = info.field_name.replace("_", " ")
             raise ValueError(f"unknown {what} {unknown}: use {', '.join(allowed)}")
         return values
 
@@ -121,11 +135,12 @@ class Requirement(BaseModel):
 
 def _req(id: str, statement: str, procedure: str, pass_condition: str, runs: tuple[str, ...] = (),
          families: tuple[str, ...] = (), checks: tuple[str, ...] = _OUTPUT, moments: tuple[str, ...] = (),
-         aim: str | None = None, optional: bool = False, origin: str = "SPEC §5") -> Requirement:
+         aim: str | None = None, optional: bool = False, origin: str = "SPEC §5",
+         witnesses: tuple[str, ...] = ()) -> Requirement:
     kind = {prefix: kind for kind, prefix in _PREFIX.items()}[id.split("-")[0]]
     return Requirement(id=id, kind=kind, statement=statement, procedure=procedure, pass_condition=pass_condition,
                        runs=runs, fault_families=families, moments=moments, aim=aim, checks=checks,
-                       optional=optional, origin=origin)
+                       optional=optional, origin=origin, witnesses=witnesses)
 
 
 #: Where a kill must land for a replayed commit to be exercised: inside the commit, right after it.
@@ -156,11 +171,12 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Restart the query from its checkpoint with the parallelism raised, then lowered.",
          _NO_LOSS_NO_DUPLICATE + "; the new task count shows in the event log; no restarted query failed by itself.",
          runs=("rescale",), families=("rescale",), checks=_OUTPUT + ("assignment", "query_failures"),
-         origin="SPEC §5; seed 001"),
+         witnesses=("rescaled_restart",), origin="SPEC §5; seed 001"),
     _req("SRC-5", "Partitions added while the query runs are discovered and read from their earliest offset.",
-         "Add partitions to the input topic mid-run and produce into them.",
+         "Add partitions to the input topic mid-run with the driver frozen until records are committed into them, "
+         "and go on producing into them.",
          _NO_LOSS_NO_DUPLICATE + " (records of the new partitions included).", runs=("rescale",),
-         families=("new-partitions",)),
+         families=("new-partitions",), witnesses=("added_partition_read",)),
     _req("SRC-6", "The source reads with read_committed: no record of an aborted transaction is ever emitted.",
          "Produce a workload in which a fraction of the transactions is aborted.",
          "No aborted record in the output (aborted_read), and every committed one delivered once.",
@@ -242,7 +258,7 @@ CATALOGUE: tuple[Requirement, ...] = (
     _req("SNK-8", "Rescale: a different task count after a restart keeps exactly once.",
          "Restart the query with more, then fewer writer tasks, with a batch pending at the restart.",
          _NO_LOSS_NO_DUPLICATE + "; no restarted query failed by itself.", runs=("rescale",), families=("rescale",),
-         checks=_OUTPUT + ("query_failures",)),
+         checks=_OUTPUT + ("query_failures",), witnesses=("rescaled_restart",)),
     # -- aggregators (between a source and an exactly-once sink) -------------------------------------------
     _req("AGG-1", "Per-key order is kept inside each batch and across batches.",
          "Aggregate keyed records into batches and read them back.",
@@ -266,7 +282,8 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Stop between batches, repartition the state offline, restart with other parallelism.",
          _NO_LOSS_NO_DUPLICATE + "; batches keep their contract; no restarted query failed by itself.",
          runs=("rescale-under-load",), families=("rescale",),
-         checks=_OUTPUT + ("aggregator_batch", "query_failures"), origin="SPEC §5; seed 004"),
+         checks=_OUTPUT + ("aggregator_batch", "query_failures"), witnesses=("rescaled_restart",),
+         origin="SPEC §5; seed 004"),
     _req("AGG-6", "Records buffered before a restart are emitted after it without waiting for new input.",
          "Restart the query while groups hold buffered records, and produce nothing afterwards.",
          "Every buffered record is emitted within the time limit plus the restart, with no new input.",

@@ -39,9 +39,14 @@ class RunEvidence:
                  output: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None,
                  option_cases: list[dict[str, Any]] | None = None,
                  acknowledged: Callable[[], set[int]] | set[int] | None = None,
-                 acked_writes: dict[str, Any] | None = None, schedule: list[dict[str, Any]] | None = None):
+                 acked_writes: dict[str, Any] | None = None, schedule: list[dict[str, Any]] | None = None,
+                 scenario: Mapping[str, Any] | None = None,
+                 ledger: Callable[[], pd.DataFrame | None] | pd.DataFrame | None = None):
         #: the run's fault schedule, as JSON entries (the cells its moment kills planned)
         self.schedule = list(schedule or [])
+        #: the run's scenario as ``results.json`` records it (its workload, its parallelism)
+        self.scenario = dict(scenario or {})
+        self._ledger = ledger
         #: GEN-2's probe outcomes (:func:`streamcert.harness.options_probe.run_options_probe`), when it ran
         self.option_cases = option_cases
         #: a BRK run's ``metrics["acked_writes"]`` (:func:`~streamcert.harness.acked_writes.run_acked_writes`)
@@ -64,15 +69,17 @@ class RunEvidence:
         def output() -> pd.DataFrame | None:
             return pd.read_parquet(files["output"]) if "output" in files and files["output"].exists() else None
 
+        def ledger() -> pd.DataFrame | None:
+            return pd.read_parquet(files["ledger"]) if "ledger" in files and files["ledger"].exists() else None
+
         def acknowledged() -> set[int]:
-            if "ledger" not in files or not files["ledger"].exists():
-                return set()
-            ledger = pd.read_parquet(files["ledger"], columns=["id", "status"])
-            return set(ledger.loc[ledger["status"] == "acked", "id"].tolist())
+            frame = ledger()
+            return set() if frame is None else set(frame.loc[frame["status"] == "acked", "id"].tolist())
 
         return cls(result.history, read_driver_events(Path(workdir) / "driver" / "driver-events.jsonl"),
                    result.scenario.get("options", {}), kill_points, leftover_probe, output,
-                   acknowledged=acknowledged, schedule=result.scenario.get("schedule", []))
+                   acknowledged=acknowledged, schedule=result.scenario.get("schedule", []),
+                   scenario=result.scenario, ledger=ledger)
 
     def everything_delivered(self) -> bool:
         """Whether every acknowledged record reached the output (False when the run kept no ledger)."""
@@ -81,6 +88,13 @@ class RunEvidence:
         acknowledged = self._acknowledged or set()
         output = self.output
         return bool(acknowledged) and output is not None and acknowledged <= set(output["id"].tolist())
+
+    @property
+    def ledger(self) -> pd.DataFrame | None:
+        """What the workload wrote and what the broker said of each record (the run's ``ledger.parquet``), or None."""
+        if callable(self._ledger):
+            self._ledger = self._ledger()
+        return self._ledger
 
     @property
     def output(self) -> pd.DataFrame | None:

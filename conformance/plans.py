@@ -337,6 +337,11 @@ def _toxics(rng: random.Random, link: str, count: int) -> list:
 
 # -- sources -------------------------------------------------------------------------------------
 
+#: Seconds the driver may stay frozen while the input gains a partition and the load writes into it (it writes within
+#: a second of the growth here): the query finds the partition with records in it, whatever its discovery interval.
+_GROWTH_FREEZE_S = 15.0
+
+
 def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
     runs = []
     rng = _rng(seed, connector, "baseline")
@@ -362,11 +367,14 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
     if kafka_input:
         runs.append(_skew_run(ref, connector, seed))
     rng = _rng(seed, connector, "rescale")
-    # a topic gains partitions between the rescales; another system's input keeps its own layout
-    grow = [("add_partitions", "kafka", {"count": 4}, 0.0)] if kafka_input else []
+    # a topic gains a partition between the rescales, and the workload's tail is written into it once it exists
+    # (SRC-5's witness: records of a partition added mid-run read back); another system's input keeps its layout
+    workload = _workload(rng, 2400, added_partitions=1 if kafka_input else 0)
+    grow = [("add_partitions", "kafka", {"count": workload.final_partitions, "freeze_driver_s": _GROWTH_FREEZE_S},
+             0.0)] if kafka_input else []
     runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=ref, sink=SINK_PARTNER, parallelism=2,
-        options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
+        options={"max_records_per_batch": 60}, workload=workload,
         schedule=_chain([("rescale", "driver", {"parallelism": 5}, 0.0), *grow,
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))

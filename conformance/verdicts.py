@@ -8,7 +8,9 @@
 - ``pass``: every check that decides it was valid on every run that judges it.
 
 A requirement whose procedure uses faults is unknown unless those faults happened in the run (and, for the kills it
-aims, :attr:`~streamcert.conformance.catalogue.Requirement.moments` / ``aim``, struck where it needs them). Each
+aims, :attr:`~streamcert.conformance.catalogue.Requirement.moments` / ``aim``, struck where it needs them), and
+unless each of its :attr:`~streamcert.conformance.catalogue.Requirement.witnesses` was seen in one of its runs
+(:mod:`streamcert.conformance.witnesses`): the reason names the missing one. Each
 verdict keeps its evidence: the runs, their seeds, the faults as they happened, the checks with their first
 violations, and the command that replays it.
 Called in the harness's process once the runs are done.
@@ -25,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from streamcert.conformance.catalogue import EVIDENCE_CHECKS, Requirement, capabilities
 from streamcert.conformance.evidence import RunEvidence, evidence_check
 from streamcert.conformance.plans import PlannedRun
+from streamcert.conformance.witnesses import missing_witnesses, witness
 from streamcert.harness.results import RunResult
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
@@ -193,15 +196,21 @@ def _skipped_faults(requirement: Requirement, runs: list[JudgedRun]) -> str:
 
 def _judge_runs(name: str, requirement: Requirement, runs: list[JudgedRun]) -> Verdict:
     failed, unknown, evidence = [], [], []
+    found: dict[str, list[tuple[str, CheckResult]]] = {}
     for run in runs:
         if not run.result.complete:
             unknown.append(f"{run.planned.name}: the run did not complete ({(run.result.error or '').splitlines()[0]})")
             evidence.append(_run_evidence(run, []))
             continue
         checks = _checks_of(requirement, run)
-        evidence.append(_run_evidence(run, checks))
+        seen = [witness(witness_name, run.evidence) for witness_name in requirement.witnesses]
+        for result in seen:
+            found.setdefault(result.name, []).append((run.planned.name, result))
+        evidence.append({**_run_evidence(run, checks), "witnesses": [result.to_dict() for result in seen]})
         failed += [f"{run.planned.name}: {_summary(c)}" for c in checks if c.valid is False]
         unknown += [f"{run.planned.name}: {_summary(c)}" for c in checks if c.valid not in (True, False)]
+    if all(run.result.complete for run in runs):  # an incomplete run's witnesses are not missing: the run is
+        unknown += missing_witnesses(requirement, found)
     record = {"runs": evidence}
     if failed:
         return Verdict(connector=name, requirement=requirement.id, verdict="fail", reason="; ".join(failed),
@@ -210,5 +219,7 @@ def _judge_runs(name: str, requirement: Requirement, runs: list[JudgedRun]) -> V
         return Verdict(connector=name, requirement=requirement.id, verdict="unknown", reason="; ".join(unknown),
                        evidence=record)
     scenarios = ", ".join(run.planned.name for run in runs)
+    witnessed = f"; witnessed: {', '.join(requirement.witnesses)}" if requirement.witnesses else ""
     return Verdict(connector=name, requirement=requirement.id, verdict="pass",
-                   reason=f"every check of {', '.join(requirement.checks)} valid on {scenarios}", evidence=record)
+                   reason=f"every check of {', '.join(requirement.checks)} valid on {scenarios}{witnessed}",
+                   evidence=record)

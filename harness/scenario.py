@@ -55,6 +55,7 @@ from streamcert.harness.run.observers import Observer
 from streamcert.harness.run.observers.reader import reader_observer
 from streamcert.harness.run.pipeline import BUILDER, query_params
 from streamcert.harness.run.settle import Settling, wait_until_seen
+from streamcert.harness.run.topic_growth import TopicGrowth
 from streamcert.harness.run.workload import WorkloadSpec
 from streamcert.harness.stack.cpu_use import CpuWindow
 from streamcert.harness.stack.install import ensure_jars
@@ -190,6 +191,9 @@ class Scenario(BaseModel):
         if self.feed_batches_ahead and (self.load != "bulk" or self.load_before_start):
             raise ValueError("feed_batches_ahead feeds a bulk load while the query runs: load must be bulk and "
                              "load_before_start false")
+        if self.workload.added_partitions and (self.load != "bulk" or self.load_before_start):
+            raise ValueError("workload.added_partitions writes into partitions the run's faults add while the query "
+                             "runs: load must be bulk and load_before_start false")
         return self
 
     @model_validator(mode="after")
@@ -326,7 +330,11 @@ def _run_query(env: Any, scenario: Scenario, workdir: Path, result: RunResult, r
             run.writer, scenario.records_after_start, scenario.workload))
     if not scenario.load_before_start:
         feed = _feed(scenario, run, timeline)
-        ledger = _load(scenario, context, workdir, result, run.writer, feed)
+        grown = (TopicGrowth(_bootstrap(env, scenario), context.input_topic, give_up=timeline.done)
+                 if scenario.workload.added_partitions else None)
+        ledger = _load(scenario, context, workdir, result, run.writer, feed, grown)
+        if grown is not None and grown.grown_at is not None:
+            run.history.record("input-grown", partitions=scenario.workload.final_partitions, at=grown.grown_at)
         run.history.record("load-done", **ledger.counts(), **({"fed": feed.stopped_at} if feed else {}))
     result.ledger_counts = ledger.counts()
     timeline.join()
@@ -582,7 +590,7 @@ def _feed(scenario: Scenario, run: _Run, timeline: FaultTimeline) -> FeedGate | 
 
 
 def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunResult, writer: InputWriter,
-          gate: FeedGate | None = None):
+          gate: FeedGate | None = None, grown: TopicGrowth | None = None):
     """Load the workload with the input's ``writer`` (closed with the run): the writer's own bulk or open-loop load
     when it has one (a Kafka topic's), else one planned transaction per write."""
     if scenario.load == "open_loop":
@@ -590,7 +598,7 @@ def _load(scenario: Scenario, context: QueryContext, workdir: Path, result: RunR
                                        workdir / "load")
         result.metrics["load"] = loaded.to_dict()
         return loaded.ledger
-    return load_workload(writer, context.input_topic, scenario.workload, gate)
+    return load_workload(writer, context.input_topic, scenario.workload, gate, grown)
 
 
 #: Ids of records produced outside the ledger (:attr:`Scenario.records_after_start`) start here.

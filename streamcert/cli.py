@@ -158,8 +158,9 @@ def _requirements(args: argparse.Namespace) -> int:
         print(json.dumps([req.model_dump(mode="json") for req in found], indent=2))
         return EXIT_OK
     _print_table([(req.id + (" (optional)" if req.optional else ""), req.kind, req.statement,
-                   ", ".join(req.runs) or "-", ", ".join(req.fault_families) or "-", ", ".join(req.checks))
-                  for req in found], ("ID", "kind", "statement", "runs", "fault families", "decided by"))
+                   ", ".join(req.runs) or "-", ", ".join(req.fault_families) or "-", ", ".join(req.checks),
+                   ", ".join(req.witnesses) or "-")
+                  for req in found], ("ID", "kind", "statement", "runs", "fault families", "decided by", "witnesses"))
     return EXIT_OK
 
 

@@ -96,4 +96,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(_ref("source_drift_after_restart"), "switches its event-time alignment on in initialOffset(), which a "
            "query restarted from its checkpoint never calls: after a restart a partition far ahead in event time "
            "is read uncapped", frozenset({"SRC-11"}), quick=False),
+    Mutant(_ref("source_new_partitions_at_end"), "starts a partition discovered while the query runs at the end "
+           "offset it was found with, not at its earliest: what was written into it before that batch is never read",
+           frozenset({"SRC-5"}), quick=False),
 )

@@ -25,15 +25,23 @@ __all__ = ["load_workload", "load_with_writer"]
 
 
 def load_workload(writer: InputWriter, name: str, spec: WorkloadSpec,
-                  gate: Callable[[int], bool] | None = None) -> Ledger:
+                  gate: Callable[[int], bool] | None = None, grown: Callable[[int], bool] | None = None) -> Ledger:
     """Load the workload into input ``name``: by the writer's own bulk ``load(spec)`` when it offers one (a Kafka
     topic's batches records across transactions), else one planned transaction per write
     (:func:`load_with_writer`). ``gate`` (a :class:`~streamcert.harness.run.feed.FeedGate`) paces the load by what
     the query read and may end it early; a bulk load that takes no ``gate`` is replaced by one write per
-    transaction then."""
+    transaction then. ``grown`` waits for the partitions a workload with ``added_partitions`` writes into once they
+    exist (:class:`~streamcert.harness.run.topic_growth.TopicGrowth`): only a bulk load that takes it can."""
     bulk = getattr(writer, "load", None)
-    if callable(bulk) and (gate is None or "gate" in inspect.signature(bulk).parameters):
-        return bulk(spec) if gate is None else bulk(spec, gate=gate)
+    takes = set(inspect.signature(bulk).parameters) if callable(bulk) else set()
+    if spec.added_partitions and "grown" not in takes:
+        raise ConfigurationError(
+            f"The workload adds {spec.added_partitions} partition(s) to {name!r} while the query runs, and the "
+            f"input's writer ({type(writer).__name__}) cannot wait for them.",
+            hint="Give added_partitions only to a Kafka topic's workload (its writer's load takes grown=).")
+    if callable(bulk) and (gate is None or "gate" in takes):
+        options = {**({"gate": gate} if gate is not None else {}), **({"grown": grown} if "grown" in takes else {})}
+        return bulk(spec, **options)
     return load_with_writer(writer, name, spec, gate)
 
 

@@ -25,6 +25,10 @@ does: an acknowledged record is owed (lost if never delivered); an
 indeterminate one is not owed, and if delivered it is *recovered* (once) or
 duplicated (twice or more), never unexpected; an aborted one must never appear.
 
+With ``added_partitions`` the topic is created with ``partitions`` and gains that many more while the query runs (an
+``add_partitions`` fault, SRC-5): the keys of the added partitions are the workload's tail, and the load writes
+them only once the topic has those partitions (it waits at a transaction boundary, :func:`load_topic`'s ``grown``).
+
 Both producers of the workload (:func:`load_topic` here and the locust users of
 :mod:`~streamcert.harness.run.locust_kafka`) queue records with
 :func:`produce_record`, note what the producer reports in a :class:`Deliveries`
@@ -91,6 +95,14 @@ class WorkloadSpec:
     event_time_step_ms: int = 0
     #: how far the last partition's event times lead the others' (ms)
     event_time_lead_ms: int = 0
+    #: partitions the topic gains while the query runs: their keys' records are the workload's tail, written once
+    #: the topic has them
+    added_partitions: int = 0
+
+    @property
+    def final_partitions(self) -> int:
+        """The topic's partitions once every added one exists."""
+        return self.partitions + self.added_partitions
 
     @property
     def has_event_times(self) -> bool:
@@ -118,6 +130,10 @@ class WorkloadSpec:
             raise bad("aborted_fraction", self.aborted_fraction, "a fraction in [0, 1)")
         if self.transaction_records < 1:
             raise bad("transaction_records", self.transaction_records, "a positive number of records")
+        if self.added_partitions < 0:
+            raise bad("added_partitions", self.added_partitions, "a number of partitions >= 0")
+        if self.added_partitions and self.has_event_times:
+            raise bad("added_partitions", self.added_partitions, "0 with event times (the lead partition is fixed)")
         if self.event_time_step_ms < 0 or self.event_time_lead_ms < 0:
             raise bad("event_time_step_ms/event_time_lead_ms", (self.event_time_step_ms, self.event_time_lead_ms),
                       "milliseconds >= 0")
@@ -136,6 +152,8 @@ def plan(spec: WorkloadSpec) -> pd.DataFrame:
     else:
         weights = 1.0 / np.power(np.arange(1, spec.keys + 1, dtype=np.float64), spec.zipf_exponent)
         key_index = rng.choice(spec.keys, size=spec.total, p=weights / weights.sum()).astype(np.int64)
+    if spec.added_partitions:  # the added partitions' records last: they can be written only once the topic grew
+        key_index = key_index[np.argsort(key_index % spec.final_partitions >= spec.partitions, kind="stable")]
     ids = np.arange(spec.total, dtype=np.int64)
     txn = ids // spec.transaction_records
     if spec.aborted_fraction > 0:
@@ -147,7 +165,7 @@ def plan(spec: WorkloadSpec) -> pd.DataFrame:
     frame["seq"] = np.int64(-1)
     committed = ~frame["aborted"].to_numpy()
     frame.loc[committed, "seq"] = frame.loc[committed].groupby("key_index").cumcount().to_numpy()
-    frame["partition"] = (key_index % spec.partitions).astype(np.int32)
+    frame["partition"] = (key_index % spec.final_partitions).astype(np.int32)
     frame["key"] = _key_names(key_index)
     return frame[["id", "key", "key_index", "seq", "partition", "txn", "aborted"]]
 
@@ -372,7 +390,8 @@ class Ledger:
 
 
 def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float = 120.0,
-               producer_conf: dict[str, Any] | None = None, gate: Callable[[int], bool] | None = None) -> Ledger:
+               producer_conf: dict[str, Any] | None = None, gate: Callable[[int], bool] | None = None,
+               grown: Callable[[int], bool] | None = None) -> Ledger:
     """Produce the whole workload into ``topic`` (which must exist with ``spec.partitions`` partitions).
 
     As fast as the broker takes it when ``spec.rate`` is None, else paced at
@@ -381,8 +400,13 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
     transaction with the count of records written so far that a reader can read (committed: an aborted transaction's
     never are); it may block, and False ends the load there: the ledger holds the records written. Returns the
     ledger; never raises for individual failed records (they are ``indeterminate`` in the ledger).
+    With ``spec.added_partitions``, the first transaction that writes into a partition the topic was created without
+    waits for ``grown(spec.final_partitions)`` (default: a :class:`~streamcert.harness.run.topic_growth.TopicGrowth`
+    of 120 s); False ends the load there, as a closed gate does.
     """
     from confluent_kafka import Producer
+
+    from streamcert.harness.run.topic_growth import TopicGrowth
 
     from streamcert.harness.stack.kafka_clients import client_conf
     from streamcert.harness.progress import step
@@ -411,6 +435,8 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
                              full_queue_timeout=int(conf["message.timeout.ms"]) / 1000 + _FULL_QUEUE_GRACE_S)
     txn_failed: set[int] = set()
     stamps = event_times(records, spec, int(time.time() * 1000) - 60_000)
+    first_added = int(np.argmax(partitions >= spec.partitions)) if spec.added_partitions else n
+    grown = grown or TopicGrowth(bootstrap, topic, timeout_s=timeout)
     with step(f"Loading {n:,} records into {topic}") as progress:
         if transactional:
             producer.init_transactions(timeout)
@@ -425,6 +451,10 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
                     readable += i - txn_began
                 txn_began = i
                 if gate is not None and not _gate_open(gate, producer, readable):
+                    written, current_txn = i, -1
+                    break
+                if first_added < n and txns[i] == txns[first_added] and not _topic_grew(grown, producer, topic,
+                                                                                        spec.final_partitions):
                     written, current_txn = i, -1
                     break
                 current_txn = int(txns[i])
@@ -455,6 +485,20 @@ def _gate_open(gate: Callable[[int], bool], producer: Any, readable: int) -> boo
     waits for the query to read it must not wait for records still in the producer's queue)."""
     producer.flush(30)
     return gate(readable)
+
+
+def _topic_grew(grown: Callable[[int], bool], producer: Any, topic: str, count: int) -> bool:
+    """Wait for the topic's added partitions (what was produced so far delivered first); the producer's metadata
+    then learns them, so its records for them are not refused as for unknown partitions."""
+    producer.flush(30)
+    if not grown(count):
+        return False
+    deadline = time.monotonic() + 30
+    while len(producer.list_topics(topic, timeout=10).topics[topic].partitions) < count:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int], txn: int) -> None:

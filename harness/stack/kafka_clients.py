@@ -17,8 +17,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from streamcert.harness.waiting import retry, wait_for
 
-__all__ = ["client_conf", "TopicSettings", "create_topic", "broker_ids", "add_partitions", "produce", "end_offsets",
-           "read_topic"]
+__all__ = ["client_conf", "TopicSettings", "create_topic", "broker_ids", "add_partitions", "partition_leaders",
+           "produce", "end_offsets", "read_topic"]
 
 #: librdkafka's own log lines (connection refused while a fault is active, ...) go here, not to stderr.
 LIBRDKAFKA_LOGGER = logging.getLogger("streamcert.librdkafka")
@@ -104,13 +104,22 @@ def add_partitions(bootstrap: str, topic: str, total: int, timeout: float = 30.0
     _wait_for_leaders(bootstrap, topic, total, timeout)
 
 
+def partition_leaders(bootstrap: str, topic: str, timeout: float = 5.0,
+                      admin: AdminClient | None = None) -> dict[int, int]:
+    """Each partition of ``topic`` with its leader's id (-1: none now); empty when the topic is not known. ``admin``:
+    a client to ask with (one is made otherwise)."""
+    meta = (admin or _admin(bootstrap)).list_topics(topic, timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None:
+        return {}
+    return {partition: info.leader for partition, info in meta.partitions.items()}
+
+
 def _wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
     admin = _admin(bootstrap)
 
     def all_led() -> bool:
-        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
-        return meta is not None and meta.error is None and len(meta.partitions) >= partitions and all(
-            p.leader >= 0 for p in meta.partitions.values())
+        leaders = partition_leaders(bootstrap, topic, admin=admin)
+        return len(leaders) >= partitions and all(leader >= 0 for leader in leaders.values())
 
     wait_for(all_led, what=f"leader for all {partitions} partitions of topic {topic!r}", timeout=timeout,
              interval=0.1, hint="Check the broker log; the broker may be overloaded or restarting.")

@@ -94,12 +94,13 @@ class KafkaTopicWriter(InputWriter):
         producer.flush(60)  # aborting purges unsent records: an aborted record must reach the log to test anything
         producer.abort_transaction(60)
 
-    def load(self, spec: Any, gate: Any = None) -> Any:
+    def load(self, spec: Any, gate: Any = None, grown: Any = None) -> Any:
         """The workload ``spec`` (batched, paced at its rate, its aborted transactions aborted; ``gate``: fed as the
-        query reads, see :mod:`~streamcert.harness.run.feed`): the :class:`~streamcert.harness.run.workload.Ledger`."""
+        query reads, see :mod:`~streamcert.harness.run.feed`; ``grown``: waits for the partitions the topic gains
+        while the query runs): the :class:`~streamcert.harness.run.workload.Ledger`."""
         from streamcert.harness.run.workload import load_topic
 
-        return load_topic(self.bootstrap, self.topic, spec, gate=gate)
+        return load_topic(self.bootstrap, self.topic, spec, gate=gate, grown=grown)
 
     def load_open_loop(self, spec: Any, duration_s: float, users: int, workdir: Path) -> Any:
         """The workload produced by locust users at ``spec.rate`` for ``duration_s`` (open loop): a

@@ -157,3 +157,27 @@ def test_a_claimed_capability_holds_only_when_every_requirement_behind_it_passed
     waived = capability_verdicts(claims, [v if v.requirement != "SNK-6" else verdict("SNK-6", "skip")
                                           for v in passed])["s"]
     assert waived["exactly-once"].verdict == "pass" and waived["exactly-once"].requirements["SNK-6"] == "skip"
+
+
+def _rescale_run(history, driver_events, scenario_parallelism=2):
+    result = RunResult(scenario={"options": {}, "parallelism": scenario_parallelism}, seed=5, complete=True,
+                       checks=[_check(n) for n in OUTPUT] + [_check("query_failures")], history=history)
+    planned = PlannedRun("test-sink", "rescale", ("SNK-8",), Scenario(name="x"))
+    evidence = RunEvidence(history, list(driver_events), {}, {}, scenario=result.scenario)
+    return JudgedRun(planned, result, evidence, Path("runs/test-sink/rescale"))
+
+
+_RESCALE = [{"kind": "fault-start", "time": 1.0, "fault": "rescale", "pending_batch": 3},
+            {"kind": "fault-stop", "time": 2.0, "fault": "rescale", "attempt": 2, "parallelism": 3}]
+
+
+def test_a_requirement_whose_witness_no_run_shows_is_unknown_naming_it_though_every_check_passed():
+    read_after = [{"event": "progress", "attempt": 2, "batchId": 4, "numInputRows": 30}]
+    witnessed = judge(_Sink(), requirement("SNK-8"), [_rescale_run(_RESCALE, read_after)])
+    assert witnessed.verdict == "pass" and "witnessed: rescaled_restart" in witnessed.reason
+    assert witnessed.evidence["runs"][0]["witnesses"][0]["valid"] is True
+    nothing_after = judge(_Sink(), requirement("SNK-8"), [_rescale_run(_RESCALE, [])])
+    assert nothing_after.verdict == "unknown"
+    assert "witness rescaled_restart missing" in nothing_after.reason and "read input" in nothing_after.reason
+    same = judge(_Sink(), requirement("SNK-8"), [_rescale_run(_RESCALE, read_after, scenario_parallelism=3)])
+    assert same.verdict == "unknown" and "never restarted with another parallelism" in same.reason

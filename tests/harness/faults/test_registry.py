@@ -44,7 +44,7 @@ OLD_TABLE = {
     "driver_kill_at": (("driver",), {"point": (str, 1), "restart": (bool, None)}),
     "task_fail_at": (("executor",), {"point": (str, 1)}),
     "rescale": (("driver",), {"parallelism": (int, 1), "master": (str, 1), "state_partitions": (int, 1)}),
-    "add_partitions": (("kafka",), {"count": (int, 1)}),
+    "add_partitions": (("kafka",), {"count": (int, 1), "freeze_driver_s": (float, 0)}),
     "python_worker_kill": (("executor",), {}),
     "task_exception": (("executor",), {}),
     "executor_kill": (("executor",), {}),

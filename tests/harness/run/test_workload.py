@@ -49,11 +49,26 @@ def test_zipf_skew_concentrates_on_the_first_keys():
 @pytest.mark.parametrize("option, value, needle", [
     ("total", 0, "total=0"), ("skew", "pareto", "uniform or zipf"), ("record_bytes", 10, str(HEADER_BYTES)),
     ("aborted_fraction", 1.0, "[0, 1)"), ("rate", -5.0, "rate=-5.0"), ("partitions", 0, "partitions=0"),
+    ("added_partitions", -1, ">= 0"),
 ])
 def test_bad_options_name_the_option_and_what_is_allowed(option, value, needle):
     with pytest.raises(ConfigurationError) as info:
         WorkloadSpec(**{option: value}).validate()
     assert needle in str(info.value) and "Hint:" in str(info.value)
+
+
+def test_added_partitions_take_their_keys_records_to_the_end_and_change_nothing_without_them():
+    base = {"total": 2000, "keys": 24, "partitions": 3, "aborted_fraction": 0.1, "transaction_records": 50, "seed": 9}
+    assert plan(WorkloadSpec(**base)).equals(plan(WorkloadSpec(**base, added_partitions=0)))
+    grown = plan(WorkloadSpec(**base, added_partitions=1))
+    added = grown["partition"].to_numpy() >= 3
+    first = int(np.argmax(added))
+    assert 0 < first and added[first:].all() and not added[:first].any()
+    assert set(grown["partition"]) == {0, 1, 2, 3} and grown.groupby("key")["partition"].nunique().max() == 1
+    committed = grown[grown["seq"] >= 0]
+    assert (committed.groupby("key")["seq"].apply(lambda seqs: list(seqs) == list(range(len(seqs))))).all()
+    with pytest.raises(ConfigurationError):
+        WorkloadSpec(**base, added_partitions=1, event_time_step_ms=10).validate()
 
 
 def test_value_header_round_trips_and_garbage_decodes_to_minus_one():
@@ -191,3 +206,38 @@ def test_event_times_space_each_partition_s_records_and_put_the_last_partition_a
     assert event_times(records, WorkloadSpec(total=90), end_ms=5) is None  # none asked: the producer stamps them
     with pytest.raises(ConfigurationError, match="event_time"):
         WorkloadSpec(event_time_step_ms=-1).validate()
+
+
+@pytest.mark.integration
+def test_the_tail_of_added_partitions_is_written_once_the_topic_grew_and_never_if_it_does_not(clean_links):
+    import threading
+    import time
+
+    from streamcert.harness.run.topic_growth import TopicGrowth
+    from streamcert.harness.stack.kafka_clients import add_partitions
+
+    bootstrap = clean_links.endpoints.bootstrap_servers
+    spec = WorkloadSpec(total=600, keys=8, partitions=2, added_partitions=1, aborted_fraction=0.2,
+                        transaction_records=40, seed=4)
+    topic = f"workload-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=2)
+    added_at: list[float] = []
+
+    def grow() -> None:
+        time.sleep(1.5)
+        added_at.append(time.time())
+        add_partitions(bootstrap, topic, 3)
+
+    threading.Thread(target=grow, daemon=True).start()
+    ledger = load_topic(bootstrap, topic, spec).frame
+    into_added = ledger[ledger["partition"] == 2]
+    assert len(ledger) == 600 and (ledger["status"] != "indeterminate").all()
+    assert len(into_added) > 0 and (into_added["produced_at"] >= added_at[0]).all()
+    in_topic = {partition for partition, *_rest in read_topic(bootstrap, topic, "read_committed")}
+    assert in_topic == {0, 1, 2}
+
+    never = f"workload-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, never, partitions=2)
+    began = time.monotonic()
+    cut = load_topic(bootstrap, never, spec, grown=TopicGrowth(bootstrap, never, give_up=lambda: True)).frame
+    assert time.monotonic() - began < 30 and 0 < len(cut) < 600 and (cut["partition"] < 2).all()

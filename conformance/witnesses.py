@@ -1,0 +1,108 @@
+"""Witnesses of the catalogue (:data:`~streamcert.conformance.catalogue.WITNESSES`): did the events a requirement's
+procedure must produce happen in a run?
+
+A check that passes on a run where what it tests never happened proves nothing: a source that starts partitions added
+mid-run at their end passes a lost check when nothing was written into them. Each witness reads one finished run's
+evidence and returns a :class:`~streamcert.harness.verify.checkers.CheckResult`: valid when the event happened
+(with counts of what was seen), ``unknown`` with what was missing otherwise; never invalid (a bug the event exposes is
+its checks' to find). A requirement's witness must be seen in at least one of its runs (:func:`missing_witnesses`).
+Called in the harness's process by :mod:`streamcert.conformance.verdicts`, after the runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from streamcert.conformance.catalogue import WITNESSES, Requirement
+from streamcert.conformance.evidence import RunEvidence
+from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
+
+__all__ = ["WITNESS_FINDERS", "witness", "added_partition_read", "rescaled_restart", "missing_witnesses"]
+
+
+def _seen(name: str, counts: dict[str, int], missing: str | None, **data: Any) -> CheckResult:
+    """Seen (valid) when nothing is ``missing``; unknown with what was missing otherwise."""
+    return CheckResult(name, True if missing is None else UNKNOWN, counts, [], missing, data)
+
+
+def added_partition_read(evidence: RunEvidence) -> CheckResult:
+    """SRC-5: an ``add_partitions`` fault grew the input with the driver frozen until records were committed into the
+    added partitions (so the query found them with records in them: ``written_before_found``), records acknowledged
+    into them after they were added (the workload's ``partitions`` are the ones the topic was created with), and the
+    output holds some of them. Without the freeze a source that starts a found partition at its end can pass by luck:
+    the records would have to beat its discovery."""
+    name = "added_partition_read"
+    adds = [e for e in evidence.fault_starts() if e.get("fault") == "add_partitions"]
+    if not adds:
+        return _seen(name, {"partitions_added": 0}, "no partition was added to the input while the query ran")
+    before_found = sum(int(o) for e in adds for o in (e.get("written_before_found") or {}).values())
+    created = int((evidence.scenario.get("workload") or {}).get("partitions") or 0)
+    ledger = evidence.ledger
+    if ledger is None or "partition" not in ledger.columns or not created:
+        return _seen(name, {"partitions_added": len(adds)}, "the run kept no ledger of the partitions it wrote into")
+    added_at = min(float(e.get("added_at", e["time"])) for e in adds)
+    into_added = ledger[(ledger["status"] == "acked") & (ledger["partition"] >= created)
+                        & (ledger["produced_at"] >= added_at)]
+    output = evidence.output
+    read = 0 if output is None else int(into_added["id"].isin(output["id"]).sum())
+    counts = {"partitions_added": len(adds), "written": len(into_added), "before_found": before_found, "read": read}
+    partitions = sorted(int(p) for p in into_added["partition"].unique())
+    if into_added.empty:
+        return _seen(name, counts, f"no record was acknowledged into the partitions added after partition "
+                                   f"{created - 1} once they existed: the new partitions were never written into")
+    if not before_found:
+        return _seen(name, counts, "no record was in the added partitions when the query could first find them "
+                                   "(the driver was not held until they were written): reading them from the "
+                                   "earliest was not tested", partitions=partitions)
+    if not read:
+        return _seen(name, counts, f"none of the {len(into_added)} records written into the added partitions "
+                                   f"{partitions} was read back", partitions=partitions)
+    return _seen(name, counts, None, partitions=partitions)
+
+
+def rescaled_restart(evidence: RunEvidence) -> CheckResult:
+    """SRC-4, SNK-8, AGG-5: a ``rescale`` fault restarted the query with another parallelism than it ran with, and
+    the attempt it started committed a batch that read input (a progress report of that attempt with rows)."""
+    name = "rescaled_restart"
+    parallelism = evidence.scenario.get("parallelism")
+    stops = [e for e in evidence.history if e["kind"] == "fault-stop" and e.get("fault") == "rescale"]
+    read_by_attempt: dict[Any, int] = {}
+    for event in evidence.progress_events():
+        read_by_attempt[event.get("attempt")] = read_by_attempt.get(event.get("attempt"), 0) + int(
+            event.get("numInputRows") or 0)
+    rescales = []
+    for stop in stops:
+        changed = stop.get("parallelism") is not None and stop.get("parallelism") != parallelism
+        rescales.append({"from": parallelism, "to": stop.get("parallelism"), "attempt": stop.get("attempt"),
+                         "rows_read": read_by_attempt.get(stop.get("attempt"), 0), "changed": changed})
+        parallelism = stop.get("parallelism", parallelism)
+    witnessed = [r for r in rescales if r["changed"] and r["rows_read"] > 0]
+    counts = {"rescales": len(stops), "witnessed": len(witnessed)}
+    if witnessed:
+        return _seen(name, counts, None, rescales=rescales)
+    why = ("the query was never restarted with another parallelism" if not any(r["changed"] for r in rescales) else
+           "no attempt started with another parallelism read input")
+    return _seen(name, counts, why, rescales=rescales)
+
+
+WITNESS_FINDERS: dict[str, Callable[[RunEvidence], CheckResult]] = {
+    "added_partition_read": added_partition_read, "rescaled_restart": rescaled_restart}
+
+
+def witness(name: str, evidence: RunEvidence) -> CheckResult:
+    """Whether the run shows witness ``name`` (:data:`~streamcert.conformance.catalogue.WITNESSES`)."""
+    return WITNESS_FINDERS[name](evidence)
+
+
+def missing_witnesses(requirement: Requirement, found: dict[str, list[tuple[str, CheckResult]]]) -> list[str]:
+    """The requirement's witnesses that none of its runs showed, each as ``name missing: why`` (each run's reason);
+    ``found`` maps a witness to ``(run, result)`` for each of its runs."""
+    missing = []
+    for name in requirement.witnesses:
+        results = found.get(name, [])
+        if any(result.valid is True for _, result in results):
+            continue
+        why = "; ".join(f"{run}: {result.error}" for run, result in results) or "no run of it completed"
+        missing.append(f"witness {name} missing ({WITNESSES[name]}): {why}")
+    return missing

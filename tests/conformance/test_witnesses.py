@@ -1,0 +1,92 @@
+"""Witnesses: each finder sees its event on evidence where the procedure happened, and says what was missing
+(unknown, never valid) on evidence where it did not: a procedure that never happened cannot pass a requirement."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from streamcert.conformance.catalogue import CATALOGUE, WITNESSES, requirement
+from streamcert.conformance.evidence import RunEvidence
+from streamcert.conformance.witnesses import (WITNESS_FINDERS, added_partition_read, missing_witnesses,
+                                              rescaled_restart, witness)
+
+_ADDED_AT = 100.0
+
+
+def _ledger(rows):
+    return pd.DataFrame(rows, columns=["id", "partition", "produced_at", "status"])
+
+
+def _evidence(history=(), driver_events=(), scenario=None, ledger=None, output=None) -> RunEvidence:
+    return RunEvidence(list(history), list(driver_events), {}, {}, output=output,
+                       scenario=scenario or {"parallelism": 2, "workload": {"partitions": 3}}, ledger=ledger)
+
+
+_GROW = {"kind": "fault-start", "time": _ADDED_AT + 1.5, "added_at": _ADDED_AT, "fault": "add_partitions",
+         "written_before_found": {"3": 40}}
+_GROW_UNHELD = {"kind": "fault-start", "time": _ADDED_AT, "fault": "add_partitions"}
+_WRITTEN = _ledger([(1, 0, 90.0, "acked"), (2, 3, 101.0, "acked"), (3, 3, 102.0, "acked"), (4, 3, 103.0, "aborted")])
+
+
+def test_records_written_into_an_added_partition_and_read_back_witness_it():
+    found = added_partition_read(_evidence([_GROW], ledger=_WRITTEN, output=pd.DataFrame({"id": [1, 2, 3]})))
+    assert found.valid is True and found.counts == {"partitions_added": 1, "written": 2, "before_found": 40,
+                                                    "read": 2}
+    assert found.data["partitions"] == [3]
+
+
+@pytest.mark.parametrize("history, ledger, output, why", [
+    ([], _WRITTEN, [1, 2, 3], "no partition was added"),
+    ([_GROW], _ledger([(1, 0, 101.0, "acked"), (2, 1, 102.0, "acked")]), [1, 2], "never written into"),
+    ([_GROW], _ledger([(2, 3, 99.0, "acked")]), [2], "never written into"),  # written before it was added
+    ([_GROW], _ledger([(2, 3, 101.0, "indeterminate")]), [2], "never written into"),
+    ([_GROW], _WRITTEN, [1], "was read back"),
+    ([_GROW_UNHELD], _WRITTEN, [1, 2, 3], "when the query could first find them"),
+    ([_GROW], None, [1, 2], "kept no ledger"),
+])
+def test_without_records_of_an_added_partition_read_back_the_witness_is_missing(history, ledger, output, why):
+    found = added_partition_read(_evidence(history, ledger=ledger, output=pd.DataFrame({"id": output})))
+    assert found.valid == "unknown" and why in found.error
+
+
+def _rescaled(parallelism, attempt):
+    return {"kind": "fault-stop", "time": 5.0, "fault": "rescale", "attempt": attempt, "parallelism": parallelism}
+
+
+def _progress(attempt, rows):
+    return {"event": "progress", "attempt": attempt, "batchId": 1, "numInputRows": rows}
+
+
+def test_a_restart_with_other_parallelism_whose_attempt_read_input_witnesses_a_rescale():
+    found = rescaled_restart(_evidence([_rescaled(5, 2), _rescaled(1, 3)],
+                                       [_progress(1, 60), _progress(2, 0), _progress(3, 40)]))
+    assert found.valid is True and found.counts == {"rescales": 2, "witnessed": 1}
+    assert [(r["from"], r["to"], r["rows_read"]) for r in found.data["rescales"]] == [(2, 5, 0), (5, 1, 40)]
+
+
+@pytest.mark.parametrize("history, events, why", [
+    ([], [_progress(1, 60)], "never restarted with another parallelism"),
+    ([_rescaled(2, 2)], [_progress(2, 60)], "never restarted with another parallelism"),
+    ([_rescaled(5, 2)], [_progress(1, 60), _progress(2, 0)], "read input"),
+])
+def test_a_restart_with_the_same_parallelism_or_that_read_nothing_is_no_rescale(history, events, why):
+    found = rescaled_restart(_evidence(history, events))
+    assert found.valid == "unknown" and why in found.error
+
+
+def test_every_witness_of_the_catalogue_has_a_finder_and_every_finder_a_description():
+    assert set(WITNESS_FINDERS) == set(WITNESSES)
+    named = {name for req in CATALOGUE for name in req.witnesses}
+    assert named == set(WITNESSES), "a witness no requirement names is never asked for"
+    assert witness("rescaled_restart", _evidence()).valid == "unknown"
+
+
+def test_a_missing_witness_is_named_with_each_runs_reason():
+    seen = rescaled_restart(_evidence([_rescaled(5, 2)], [_progress(2, 9)]))
+    absent = rescaled_restart(_evidence())
+    req = requirement("SRC-4")
+    assert missing_witnesses(req, {"rescaled_restart": [("a", absent), ("b", seen)]}) == []
+    [line] = missing_witnesses(req, {"rescaled_restart": [("rescale", absent)]})
+    assert line.startswith("witness rescaled_restart missing (") and "rescale: the query was never" in line
+    assert "no run of it completed" in missing_witnesses(req, {})[0]
