@@ -62,6 +62,9 @@ WITNESSES = {
                             "the query read them back",
     "rescaled_restart": "the query restarted with another parallelism than its attempt before, and the new attempt "
                         "committed a batch that read input",
+    "replay_after_commit_returned": "the driver was killed with Spark's write of commits/N held (the sink's commit of "
+                                    "batch N had returned, the batch was not logged), and a later attempt ran batch N "
+                                    "again",
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
@@ -72,7 +75,7 @@ _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
 #: the others serve hand-written schedules).
 FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "driver-kill": ("driver_kill_moment", "driver_kill_at", "driver_kill", "driver_kill_random",
-                    "driver_kill_on_output"),
+                    "driver_kill_on_output", "driver_kill_log_held"),
     "task-kill": ("python_worker_kill_moment", "executor_kill_moment", "task_fail_at", "python_worker_kill",
                   "task_exception", "executor_kill"),
     "network": ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down"),
@@ -230,10 +233,11 @@ CATALOGUE: tuple[Requirement, ...] = (
          moments=_COMMIT_MOMENTS, aim="committing",
          checks=_OUTPUT + ("leftovers", "fault_reached"), origin="SPEC §5; seed 002"),
     _req("SNK-4", "A replayed commit of an already committed batch is a no-op.",
-         "Kill the driver after the sink committed and before Spark wrote commits/N, so Spark replays the batch.",
+         "Kill the driver after the sink's commit returned and before Spark wrote commits/N (that write held open), "
+         "so Spark replays the batch; and inside the commit.",
          "No record of the replayed batch written twice.", runs=("driver-kills",), families=("driver-kill",),
          moments=_COMMIT_MOMENTS, aim="committing",
-         checks=("duplicate", "lost", "fault_reached")),
+         checks=("duplicate", "lost", "fault_reached"), witnesses=("replay_after_commit_returned",)),
     _req("SNK-5", "Readers never see uncommitted data.",
          "Read the output continuously (read_committed / committed rows / committed files) during a run with "
          "driver kills and failed tasks.",
@@ -274,10 +278,12 @@ CATALOGUE: tuple[Requirement, ...] = (
          runs=("baseline",), checks=("aggregator_batch", "lost")),
     _req("AGG-4", "Nothing is lost or duplicated when the driver dies at the checkpoint boundary.",
          "Kill the driver after the sink committed a batch's output and before Spark committed the batch (the "
-         "barrier trap), and at seeded random moments while records are buffered.",
+         "barrier trap; Spark's write of commits/N held open), and at seeded random moments while records are "
+         "buffered.",
          _NO_LOSS_NO_DUPLICATE + "; batches keep their contract; no restarted query failed by itself.",
          runs=("driver-kills",), families=("driver-kill",), moments=MOMENTS, aim="committing",
-         checks=_OUTPUT + ("aggregator_batch", "fault_reached", "query_failures"), origin="SPEC §5; seed 004"),
+         checks=_OUTPUT + ("aggregator_batch", "fault_reached", "query_failures"),
+         witnesses=("replay_after_commit_returned",), origin="SPEC §5; seed 004"),
     _req("AGG-5", "Per-key order is kept across a rescale of the stateful query.",
          "Stop between batches, repartition the state offline, restart with other parallelism.",
          _NO_LOSS_NO_DUPLICATE + "; batches keep their contract; no restarted query failed by itself.",

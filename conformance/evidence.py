@@ -139,6 +139,10 @@ def _moment(event: dict[str, Any], kill_points: Mapping[str, str]) -> str | None
         return kill_points.get((event.get("params") or {}).get("point", ""), "window")
     if fault == "driver_kill_on_output":
         return "committing" if event.get("reached") and event.get("in_window") else None
+    if fault == "driver_kill_log_held":  # with commits/N held the sink's commit had returned: the batch committing
+        if not event.get("held_batch") and event.get("held_batch") != 0:
+            return None
+        return "committing" if event.get("log") == "commits" else "window"
     return "window" if event.get("in_window") else None
 
 

@@ -226,13 +226,23 @@ def _point_kills(rng: random.Random, kill_points: dict[str, str]) -> list:
 
 
 def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], cooperative: bool,
-           moments: tuple[str, ...] = MOMENTS) -> list:
-    """A kill run's chain: the moment grid, then (``cooperative``, the full plan) the connector's kill points. The
+           moments: tuple[str, ...] = MOMENTS, held: bool = False) -> list:
+    """A kill run's chain: the moment grid, the kills with commits/N held (``held``: a sink's or an aggregator's run),
+    then (``cooperative``, the full plan) the connector's kill points. The
     quick plan, a gate, leaves them out: a verdict never rests on them (SPEC §8), and each cost a restart (five of
     the quick plan's 48 driver attempts, ~40 s)."""
-    kills = _moment_kills(rng, quick, moments)
+    kills = _moment_kills(rng, quick, moments) + (_held_kills(quick) if held else [])
     points = _point_kills(rng, kill_points) if cooperative else []
     return kills + ([] if quick else points)
+
+
+def _held_kills(quick: bool) -> list:
+    """Kills with Spark's write of commits/N held open (:mod:`~streamcert.harness.faults.held_kill`): the sink's commit
+    returned, the batch not logged, reached on purpose; in a steady batch and (the full plan) an attempt's first. No
+    draw of the seed: the rest of the plan stays as it was."""
+    classes = ("steady",) if quick else ("steady", "first")
+    return [("driver_kill_log_held", "driver", {"log": "commits", "batch_class": batch_class}, 0.0)
+            for batch_class in classes]
 
 
 #: Milliseconds of latency (each way) a kill aimed inside a write or a commit puts on the connector's own link while
@@ -264,7 +274,7 @@ def _at_once(chain: list[FaultSpec]) -> list[FaultSpec]:
     two seconds the chain leaves between faults, and a first batch passed unstruck costs a positioning kill (four in
     PostgreSQL 2PC's full kill run, session 20)."""
     return [spec.model_copy(update={"at_s": 0.0})
-            if spec.after is not None and spec.fault == "driver_kill_moment"
+            if spec.after is not None and spec.fault in ("driver_kill_moment", "driver_kill_log_held")
             and spec.params.get("batch_class") in ("first", "replay_of_replay") else spec
             for spec in chain]
 
@@ -481,7 +491,7 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _sink_moments(connector))
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _sink_moments(connector), held=True)
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
@@ -561,7 +571,7 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool, coo
     rng = _rng(seed, connector, "driver-kills")
     points = {**load_connector(AGGREGATOR_SINK, "sink").kill_points, **connector.kill_points}
     points = {point: moment for point, moment in points.items() if moment == "committing"}
-    kills = _kills(rng, quick, points, cooperative)
+    kills = _kills(rng, quick, points, cooperative, held=True)
     runs.append(_planned(ref, connector, "driver-kills", _aggregator_scenario(
         ref, connector, "kills", rng, total=_kill_records(100, kills), options={"max_records_per_batch": 100},
         feed_batches_ahead=_FEED_AHEAD, schedule=_slowed(rng, "kafka", kills), faults_after_output=1,

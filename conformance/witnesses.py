@@ -18,7 +18,11 @@ from streamcert.conformance.catalogue import WITNESSES, Requirement
 from streamcert.conformance.evidence import RunEvidence
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
-__all__ = ["WITNESS_FINDERS", "witness", "added_partition_read", "rescaled_restart", "missing_witnesses"]
+__all__ = ["WITNESS_FINDERS", "witness", "added_partition_read", "rescaled_restart",
+           "replay_after_commit_returned", "missing_witnesses"]
+
+#: The fault kind that kills the driver with a checkpoint write held (:mod:`streamcert.harness.faults.held_kill`).
+_HELD_KILL = "driver_kill_log_held"
 
 
 def _seen(name: str, counts: dict[str, int], missing: str | None, **data: Any) -> CheckResult:
@@ -86,8 +90,33 @@ def rescaled_restart(evidence: RunEvidence) -> CheckResult:
     return _seen(name, counts, why, rescales=rescales)
 
 
+def replay_after_commit_returned(evidence: RunEvidence) -> CheckResult:
+    """SNK-4, AGG-4: a ``driver_kill_log_held`` kill held Spark's write of ``commits/N`` (so the sink's commit of
+    batch N had returned) and killed the driver there, and a later attempt ran batch N again (a progress report of
+    batch N after the kill)."""
+    name = "replay_after_commit_returned"
+    kills = [e for e in evidence.fault_starts() if e.get("fault") == _HELD_KILL and e.get("log") == "commits"]
+    held = [e for e in kills if e.get("reached") and e.get("held_batch") is not None]
+    replays = []
+    for kill in held:
+        again = [e for e in evidence.progress_events()
+                 if e.get("batchId") == kill["held_batch"] and float(e.get("time") or 0) > float(kill["time"])]
+        replays.append({"batch": kill["held_batch"], "batch_class": kill.get("batch_class"),
+                        "replayed_by_attempt": again[0].get("attempt") if again else None})
+    witnessed = [r for r in replays if r["replayed_by_attempt"] is not None]
+    counts = {"held_kills": len(kills), "held": len(held), "replayed": len(witnessed)}
+    if witnessed:
+        return _seen(name, counts, None, replays=replays)
+    why = ("no driver kill held Spark's write of commits/N (no driver_kill_log_held of the commits log)" if not kills
+           else "no held write of commits/N was reached (the query logged no batch while the kill watched)"
+           if not held else "no attempt after a held kill ran the held batch again")
+    return _seen(name, counts, why, replays=replays)
+
+
 WITNESS_FINDERS: dict[str, Callable[[RunEvidence], CheckResult]] = {
-    "added_partition_read": added_partition_read, "rescaled_restart": rescaled_restart}
+    "added_partition_read": added_partition_read, "rescaled_restart": rescaled_restart,
+    "replay_after_commit_returned": replay_after_commit_returned,
+}
 
 
 def witness(name: str, evidence: RunEvidence) -> CheckResult:

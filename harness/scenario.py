@@ -547,8 +547,12 @@ def _spark_conf(scenario: Scenario, connectors: list[Connector | None],
     spark_conf = {key: value for c in present for key, value in c.spark_conf.items()}
     for conf in system_confs:
         spark_conf.update(conf)
-    for spec in scenario.schedule:  # what the run's faults need of the driver (the status API, say)
-        spark_conf.update(fault_kind(spec.fault).fault_class.spark_conf)
+    for fault in dict.fromkeys(spec.fault for spec in scenario.schedule):  # what the faults need of the driver
+        needed = fault_kind(fault).fault_class.driver_conf()
+        jars = [spark_conf.get("spark.jars", ""), needed.pop("spark.jars", "")]
+        spark_conf.update(needed)
+        if any(jars):
+            spark_conf["spark.jars"] = ",".join(dict.fromkeys(filter(None, ",".join(jars).split(","))))
     spark_conf.update(scenario.spark_conf)
     packages = list(dict.fromkeys(p for c in present for p in c.packages_for(pyspark_version())))
     jars = [str(path) for path in ensure_jars(packages)]

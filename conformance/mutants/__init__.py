@@ -99,4 +99,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(_ref("source_new_partitions_at_end"), "starts a partition discovered while the query runs at the end "
            "offset it was found with, not at its earliest: what was written into it before that batch is never read",
            frozenset({"SRC-5"}), quick=False),
+    Mutant(_ref("sink_forgets_decision"), "deletes a batch's decision record once its commit committed every "
+           "prepared transaction (cleanup): a driver that dies before Spark's commits/N replays the batch, which finds "
+           "no decision and is written again", frozenset({"SNK-4"})),
 )

@@ -75,6 +75,12 @@ class Fault(ABC):
     #: the query's moments reads); the scenario runner adds them to the driver of a run whose schedule has the kind.
     spark_conf: dict[str, str] = {}
 
+    @classmethod
+    def driver_conf(cls) -> dict[str, str]:
+        """The Spark settings a run's driver gets for this kind (:attr:`spark_conf`; a kind whose settings must be
+        worked out, a jar built on first use, overrides it). ``spark.jars`` is joined with the run's other jars."""
+        return dict(cls.spark_conf)
+
     def __init__(self, spec: FaultSpec, context: FaultContext) -> None:
         self.spec = spec
         self.context = context

@@ -27,6 +27,7 @@ from streamcert.harness.stack.install import find_java
 from streamcert.harness.stack.jvm_start import JIT_VAR, ensure_class_archive, start_up_options
 from streamcert.harness.stack.process import OWNER_VAR, RUN_TOKEN_VAR, run_owner
 from streamcert.harness.stack.python_forks import ForkServer, fork_server_default
+from streamcert.harness.stack.checkpoint_hold import HOLD_CLASS, HOLD_DELEGATE_KEY
 from streamcert.harness.stack.spark_checkpoints import (CHECKPOINT_MANAGER_KEY, checkpoint_file_manager,
                                                         checkpoint_manager_mode)
 
@@ -197,6 +198,8 @@ def spark_session(config: SparkConfig | None = None, run_token: str = ""):
     manager = checkpoint_file_manager() if config.checkpoint_manager == "filesystem" else None
     if manager is not None:
         builder = builder.config(CHECKPOINT_MANAGER_KEY, manager)
+        if config.conf.get(CHECKPOINT_MANAGER_KEY) == HOLD_CLASS:  # holds write through the manager chosen here
+            builder = builder.config(HOLD_DELEGATE_KEY, manager)
     if config.packages:
         builder = builder.config("spark.jars.packages", ",".join(config.packages))
         builder = builder.config("spark.jars.ivy", str(cache_dir() / "ivy"))

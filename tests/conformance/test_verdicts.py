@@ -83,10 +83,18 @@ def test_a_query_that_failed_by_itself_after_a_kill_fails_the_requirement_though
     assert "NullPointerException" in verdict.reason
 
 
+_HELD = [{"kind": "fault-start", "time": 3.0, "elapsed_s": 3.0, "fault": "driver_kill_log_held", "log": "commits",
+          "reached": True, "in_window": True, "held_batch": 6, "pending_batch": 6, "sink_committed": True}]
+_REPLAYED = [{"event": "progress", "attempt": 2, "batchId": 6, "numInputRows": 60, "time": 9.0}]
+
+
 def test_the_committing_moment_must_have_been_struck_for_a_replayed_commit_requirement():
     checks = [_check("duplicate"), _check("lost")]
     assert judge(_Sink(), requirement("SNK-4"), [_run(checks, _IN_WINDOW)]).verdict == "unknown"
-    assert judge(_Sink(), requirement("SNK-4"), [_run(checks, _IN_WINDOW + _ON_OUTPUT)]).verdict == "pass"
+    on_output = judge(_Sink(), requirement("SNK-4"), [_run(checks, _IN_WINDOW + _ON_OUTPUT)])
+    assert on_output.verdict == "unknown" and "witness replay_after_commit_returned missing" in on_output.reason
+    assert judge(_Sink(), requirement("SNK-4"), [_run(checks, _IN_WINDOW + _HELD, driver_events=_REPLAYED)]
+                 ).verdict == "pass"  # a kill with commits/N held is a committing kill, and witnesses the replay
 
 
 def test_an_incomplete_run_a_missing_check_or_no_run_is_unknown_never_pass():

@@ -9,7 +9,7 @@ import pytest
 from streamcert.conformance.catalogue import CATALOGUE, WITNESSES, requirement
 from streamcert.conformance.evidence import RunEvidence
 from streamcert.conformance.witnesses import (WITNESS_FINDERS, added_partition_read, missing_witnesses,
-                                              rescaled_restart, witness)
+                                              replay_after_commit_returned, rescaled_restart, witness)
 
 _ADDED_AT = 100.0
 
@@ -90,3 +90,29 @@ def test_a_missing_witness_is_named_with_each_runs_reason():
     [line] = missing_witnesses(req, {"rescaled_restart": [("rescale", absent)]})
     assert line.startswith("witness rescaled_restart missing (") and "rescale: the query was never" in line
     assert "no run of it completed" in missing_witnesses(req, {})[0]
+
+
+def _held(batch, time=10.0, log="commits", reached=True):
+    return {"kind": "fault-start", "time": time, "fault": "driver_kill_log_held", "log": log, "reached": reached,
+            **({"held_batch": batch} if reached else {})}
+
+
+def _batch(batch, time, attempt=2):
+    return {"event": "progress", "attempt": attempt, "batchId": batch, "numInputRows": 5, "time": time}
+
+
+def test_a_batch_killed_with_its_commit_log_held_and_run_again_witnesses_a_replay_after_the_commit():
+    found = replay_after_commit_returned(_evidence([_held(4)], [_batch(4, 5.0, attempt=1), _batch(4, 12.0)]))
+    assert found.valid is True and found.counts == {"held_kills": 1, "held": 1, "replayed": 1}
+    assert found.data["replays"] == [{"batch": 4, "batch_class": None, "replayed_by_attempt": 2}]
+
+
+@pytest.mark.parametrize("history, events, why", [
+    ([], [_batch(4, 12.0)], "no driver kill held"),
+    ([_held(4, log="offsets")], [_batch(4, 12.0)], "no driver kill held"),
+    ([_held(None, reached=False)], [_batch(4, 12.0)], "no held write"),
+    ([_held(4)], [_batch(4, 5.0, attempt=1), _batch(5, 12.0)], "ran the held batch again"),
+])
+def test_without_a_held_commit_log_and_its_replay_the_witness_is_missing(history, events, why):
+    found = replay_after_commit_returned(_evidence(history, events))
+    assert found.valid == "unknown" and why in found.error
