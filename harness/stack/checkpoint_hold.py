@@ -24,7 +24,8 @@ from pathlib import Path
 from streamcert.harness.errors import PrerequisiteMissing
 from streamcert.harness.stack.cache import cache_dir, cache_lock
 
-__all__ = ["HOLD_CLASS", "HOLD_DELEGATE_KEY", "HOLD_FOLDER", "LOGS", "ensure_hold_jar", "hold_spark_conf", "CheckpointHold"]
+__all__ = ["HOLD_CLASS", "HOLD_DELEGATE_KEY", "HOLD_FOLDER", "LOGS", "ensure_hold_jar", "hold_spark_conf",
+           "CheckpointHold"]
 
 HOLD_CLASS = "streamcert.HoldingCheckpointFileManager"
 #: The manager the holding one writes through: the one the session would have used (Spark's default when unset).
