@@ -2,7 +2,9 @@
 
 Self-contained (the certification page's style, no script, no network): the detection rate, then a table of
 mutants (rows) by seeds (columns), each cell caught or MISSED with the moment of the kill that preceded the first
-violation, then per mutant its bug and, per requirement and seed, the verdict and the checks that failed.
+violation, then the connector requirements (rows) with the mutants that break each and how often they were caught
+(a requirement no mutant proves is named: nothing shows its runs can fail), then per mutant its bug and, per
+requirement and seed, the verdict and the checks that failed.
 """
 
 from __future__ import annotations
@@ -79,6 +81,32 @@ def _in_plan(figures: dict[str, Any]) -> str:
             f"requirements they break are not judged by this plan): {escape(', '.join(in_plan['left_out']))}.</p>")
 
 
+def _requirement_rows(pairs: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """The requirements × mutants table: per connector requirement of the catalogue, each mutant certified on it with
+    caught/measured over the seeds; and the requirements no mutant was caught failing."""
+    from streamcert.conformance.catalogue import CATALOGUE
+
+    tally: dict[str, dict[str, list[bool]]] = {}
+    for pair in pairs:
+        for requirement, entry in pair.get("requirements", {}).items():
+            tally.setdefault(requirement, {}).setdefault(pair["mutant"], []).append(bool(entry.get("caught")))
+    rows, unproven = [], []
+    for req in CATALOGUE:
+        if req.kind == "broker":
+            continue
+        found = tally.get(req.id, {})
+        proven = any(any(caught) for caught in found.values())
+        if not proven:
+            unproven.append(req.id)
+        cells = ", ".join(f"{escape(name)} ({sum(caught)}/{len(caught)})" for name, caught in sorted(found.items()))
+        verdict = ('<td class="v pass">proven</td>' if proven else '<td class="v fail">no mutant proves it</td>')
+        rows.append(f"<tr><td>{escape(req.id)}</td><td class=\"stmt\">{escape(req.statement)}</td>{verdict}"
+                    f"<td>{cells or '–'}</td></tr>")
+    table = ('<table class="matrix"><tr><th>requirement</th><th>statement</th><th>shown to fail</th>'
+             f"<th>mutants certified on it (caught/measured)</th></tr>{''.join(rows)}</table>")
+    return table, unproven
+
+
 def mutants_html(report: dict[str, Any]) -> str:
     """The whole page as one string."""
     pairs = report.get("pairs", [])
@@ -101,10 +129,15 @@ def mutants_html(report: dict[str, Any]) -> str:
                    f"<td>{_tally(list(found.values()))}</td></tr>" for name, found in sorted(by_mutant.items()))
     table = f'<table class="matrix"><tr><th>mutant</th>{head}<th>caught</th></tr>{rows}</table>'
     details = "".join(_details(name, [found[s] for s in sorted(found)]) for name, found in sorted(by_mutant.items()))
+    by_requirement, unproven = _requirement_rows(pairs)
+    proven_note = (f"<p>No mutant of this run proves <b>{len(unproven)}</b> connector requirement(s): "
+                   f"{escape(', '.join(unproven))}.</p>" if unproven else
+                   "<p>Every connector requirement is proven by a mutant caught failing it.</p>")
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{title}</title><style>{matrix_css()}{_PAGE_CSS}</style></head>"
             f"<body><main>{header}"
-            f"<h2>Mutants × seeds</h2>{table}<h2>Findings</h2>{details}</main></body></html>\n")
+            f"<h2>Mutants × seeds</h2>{table}<h2>Requirements × mutants</h2>{proven_note}{by_requirement}"
+            f"<h2>Findings</h2>{details}</main></body></html>\n")
 
 
 #: how each pair was caught wraps in its cell (a verdict matrix's cells do not), so five seed columns fit a page

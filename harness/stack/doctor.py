@@ -143,6 +143,18 @@ def _class_archive() -> Check:
                  "Spark still starts, only more slowly." if state == "failed" else "")
 
 
+def _checkpoint_hold() -> Check:
+    from streamcert.harness.stack.checkpoint_hold import ensure_hold_jar
+
+    try:
+        jar = ensure_hold_jar()
+    except PrerequisiteMissing as exc:
+        return Check("checkpoint hold", False, False, exc.message,
+                     (exc.hint or "") + " Without it the kills with commits/N held cannot run: SNK-4 and AGG-4 stay "
+                                        "unknown.")
+    return Check("checkpoint hold", True, False, f"built: {jar}")
+
+
 def stray_processes() -> list[int]:
     """Pids of the processes of orphaned runs: runs whose owner was killed before it could stop them."""
     return sorted(pid for state in survey() if state.orphan for pid in state.pids)
@@ -166,10 +178,10 @@ def _strays() -> Check:
 
 _CHECK_NAMES = {"_kafka": f"kafka {KAFKA_VERSION} jars", "_toxiproxy": f"toxiproxy {TOXIPROXY_VERSION}",
                 "_postgres": "postgresql server", "_cache": "cache folder", "_class_archive": "spark class archive",
-                "_strays": "leftover processes"}
+                "_checkpoint_hold": "checkpoint hold", "_strays": "leftover processes"}
 
 CHECKS: tuple[Callable[[], Check], ...] = (_python, _packages, _java, _docker, _kafka, _toxiproxy, _postgres,
-                                           _cache, _loopback, _class_archive, _strays)
+                                           _cache, _loopback, _class_archive, _checkpoint_hold, _strays)
 
 
 def diagnose() -> list[Check]:

@@ -66,3 +66,18 @@ def test_a_finding_with_no_time_of_its_own_names_its_checks_and_whether_faults_p
     ]
     page = mutants_html(report)
     assert "aborted_read (no fault needed)" in page and "leftovers after the run&#x27;s faults" in page
+
+
+def test_the_requirement_matrix_names_what_each_mutant_proves_and_every_requirement_none_proves():
+    page = mutants_html(_report())
+    assert "<h2>Requirements × mutants</h2>" in page
+    assert "<td>SNK-4</td>" in page and "kafka_replay_not_checked (1/2)" in page
+    proven_row = page[page.index("<td>SNK-4</td>"):].split("</tr>")[0]
+    assert "proven" in proven_row and "no mutant proves it" not in proven_row
+    unproven_row = page[page.index("<td>SRC-5</td>"):].split("</tr>")[0]
+    assert "no mutant proves it" in unproven_row
+    assert "GEN-3" in page.split("No mutant of this run proves")[1].split("</p>")[0]
+    assert "BRK-1" not in page  # the cluster's requirements are no connector's
+    missed_only = {**_report(), "pairs": [_report()["pairs"][1]]}
+    snk4 = mutants_html(missed_only).split("<td>SNK-4</td>")[1].split("</tr>")[0]
+    assert "no mutant proves it" in snk4 and "kafka_replay_not_checked (0/1)" in snk4  # certified, never caught
