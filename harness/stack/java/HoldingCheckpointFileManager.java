@@ -8,6 +8,7 @@
 //   held-<log>-<N>        written here once a write is held (before any byte of <log>/N exists)
 //   release-<log>-<N>     the harness lets the held write go; removing arm-<log> lets every held write go
 // A held write waits at most HOLD_LIMIT_MS, then goes on: a harness that died never hangs a query.
+// No @Override: a method one Spark version's interface lacks is then an extra method here, not a build error.
 package streamcert;
 
 import java.io.IOException;
@@ -45,53 +46,43 @@ public final class HoldingCheckpointFileManager implements CheckpointFileManager
         this.delegate = CheckpointFileManager.create(path, plain);
     }
 
-    @Override
     public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
         holdIfArmed(path);
         return delegate.createAtomic(path, overwriteIfPossible);
     }
 
-    @Override
     public FSDataInputStream open(Path path) {
         return delegate.open(path);
     }
 
-    @Override
     public FileStatus[] list(Path path, PathFilter filter) {
         return delegate.list(path, filter);
     }
 
-    @Override
     public FileStatus[] list(Path path) {
         return delegate.list(path);
     }
 
-    @Override
     public void mkdirs(Path path) {
         delegate.mkdirs(path);
     }
 
-    @Override
     public boolean exists(Path path) {
         return delegate.exists(path);
     }
 
-    @Override
     public void delete(Path path) {
         delegate.delete(path);
     }
 
-    @Override
     public boolean isLocal() {
         return delegate.isLocal();
     }
 
-    @Override
     public Path createCheckpointDirectory() {
         return delegate.createCheckpointDirectory();
     }
 
-    @Override
     public void close() {
         delegate.close();
     }
