@@ -103,9 +103,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "prepared transaction (cleanup): a driver that dies before Spark's commits/N replays the batch, which finds "
            "no decision and is written again", frozenset({"SNK-4"})),
     Mutant(_ref("source_ignores_unknown_options"), "drops the options it does not know instead of refusing them: a "
-           "misspelt option silently does nothing", frozenset({"GEN-2"})),
+           "misspelt option silently does nothing", frozenset({"GEN-2"}), frozenset({"SRC-7", "SRC-9"})),
     Mutant(_ref("source_available_now_unbounded"), "fixes no end when an AvailableNow run starts: each batch reads to "
-           "the broker's latest offsets, past the end the run started with", frozenset({"SRC-7"})),
+           "the broker's latest offsets, past the end the run started with", frozenset({"SRC-7"}),
+           frozenset({"SRC-9", "GEN-2"})),
     Mutant(_ref("source_limit_per_partition"), "caps each partition's range at maxRecordsPerBatch instead of the "
-           "batch's: a batch over N partitions reads up to N times the limit", frozenset({"SRC-9"})),
+           "batch's: a batch over N partitions reads up to N times the limit", frozenset({"SRC-9"}),
+           frozenset({"SRC-7", "GEN-2"})),
 )
