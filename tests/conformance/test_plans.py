@@ -67,6 +67,25 @@ def test_the_quick_plan_strikes_every_moment_once_and_one_replay_of_a_replay():
     assert [c for _m, c in cells].count("replay_of_replay") == 1
 
 
+def _held(run):
+    return [(spec.params["log"], spec.params["batch_class"]) for spec in run.scenario.schedule
+            if spec.fault == "driver_kill_log_held"]
+
+
+@pytest.mark.parametrize("reference, log", [("streamcert-kafka", "offsets"), ("streamcert-kafka-2pc", "commits"),
+                                            ("streamcert-pg-2pc", "commits"),
+                                            ("streamcert-batch-aggregator", "commits")])
+def test_every_kill_run_holds_a_checkpoint_log_open_for_a_steady_kill_and_the_full_plan_for_a_first_one_too(
+        reference, log):
+    connector = load_connector(reference)
+    full = {run.name: run for run in plan(reference, connector, seed=2)}["driver-kills"]
+    quick = {run.name: run for run in plan(reference, connector, seed=2, quick=True)}["driver-kills"]
+    assert _held(full) == [(log, "steady"), (log, "first")] and _held(quick) == [(log, "steady")]
+    first = [spec for spec in full.scenario.schedule if spec.fault == "driver_kill_log_held"][1]
+    assert first.at_s == 0.0 and first.after is not None  # watches as soon as the kill before it restarted
+    assert {run.name for run in plan(reference, connector, seed=2) if _held(run)} == {"driver-kills"}
+
+
 def test_a_run_whose_sink_commits_in_milliseconds_plans_no_moment_inside_the_commit():
     """Spark's file sink (a source's partner, or certified itself) commits in the driver within milliseconds of its
     job's end, before the status API shows the end: no look can land there, so no such cell is planned."""
