@@ -226,25 +226,25 @@ def _point_kills(rng: random.Random, kill_points: dict[str, str]) -> list:
 
 
 def _kills(rng: random.Random, quick: bool, kill_points: dict[str, str], cooperative: bool,
-           moments: tuple[str, ...] = MOMENTS, held: str | None = None) -> list:
-    """A kill run's chain: the moment grid, the kills with a checkpoint log held (``held``: ``commits`` in a sink's or
-    an aggregator's run, ``offsets`` in a source's),
+           moments: tuple[str, ...] = MOMENTS, held: tuple[str, ...] = ()) -> list:
+    """A kill run's chain: the moment grid, the kills with a checkpoint log held (``held``: ``offsets`` in a source's
+    run, ``commits`` in an aggregator's, both in a sink's, which hosts a source's run: :mod:`.sharing`),
     then (``cooperative``, the full plan) the connector's kill points. The
     quick plan, a gate, leaves them out: a verdict never rests on them (SPEC §8), and each cost a restart (five of
     the quick plan's 48 driver attempts, ~40 s)."""
-    kills = _moment_kills(rng, quick, moments) + (_held_kills(quick, held) if held else [])
+    kills = _moment_kills(rng, quick, moments) + _held_kills(quick, held)
     points = _point_kills(rng, kill_points) if cooperative else []
     return kills + ([] if quick else points)
 
 
-def _held_kills(quick: bool, log: str) -> list:
-    """Kills with Spark's write of ``log``/N held open (:mod:`~streamcert.harness.faults.held_kill`): for ``commits``
-    the sink's commit returned and the batch is not logged, for ``offsets`` the batch is planned and not logged,
-    reached on purpose; in a steady batch and (the full plan) an attempt's first. No draw of the seed: the rest of
+def _held_kills(quick: bool, logs: tuple[str, ...]) -> list:
+    """Kills with Spark's write of a log's N held open (:mod:`~streamcert.harness.faults.held_kill`), for each of
+    ``logs``: ``commits`` (the sink's commit returned, the batch not logged) in a steady batch and (the full plan) an
+    attempt's first; ``offsets`` (the batch planned, not logged) in a steady batch. No draw of the seed: the rest of
     the plan stays as it was."""
-    classes = ("steady",) if quick else ("steady", "first")
+    classes = {"commits": ("steady",) if quick else ("steady", "first"), "offsets": ("steady",)}
     return [("driver_kill_log_held", "driver", {"log": log, "batch_class": batch_class}, 0.0)
-            for batch_class in classes]
+            for log in logs for batch_class in classes[log]]
 
 
 #: Milliseconds of latency (each way) a kill aimed inside a write or a commit puts on the connector's own link while
@@ -367,7 +367,7 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
         options={"max_records_per_batch": 300}, workload=_workload(rng, 2000), load_before_start=True,
         records_after_start=300, quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(None), held="offsets")
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _moments_for(None), held=("offsets",))
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
@@ -493,7 +493,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         options={"max_records_per_batch": 250}, workload=_workload(rng, 2000, aborted_fraction=0.2),
         quiet_timeout_s=_QUIET_NO_RESTART_S)))
     rng = _rng(seed, connector, "driver-kills")
-    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _sink_moments(connector), held="commits")
+    kills = _kills(rng, quick, dict(connector.kill_points), cooperative, _sink_moments(connector),
+                   held=("commits", "offsets"))
     runs.append(_planned(ref, connector, "driver-kills", Scenario(
         name=f"{connector.name}-kills", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, _kill_records(60, kills)),
@@ -573,7 +574,7 @@ def _aggregator_runs(ref: str, connector: Connector, seed: int, quick: bool, coo
     rng = _rng(seed, connector, "driver-kills")
     points = {**load_connector(AGGREGATOR_SINK, "sink").kill_points, **connector.kill_points}
     points = {point: moment for point, moment in points.items() if moment == "committing"}
-    kills = _kills(rng, quick, points, cooperative, held="commits")
+    kills = _kills(rng, quick, points, cooperative, held=("commits",))
     runs.append(_planned(ref, connector, "driver-kills", _aggregator_scenario(
         ref, connector, "kills", rng, total=_kill_records(100, kills), options={"max_records_per_batch": 100},
         feed_batches_ahead=_FEED_AHEAD, schedule=_slowed(rng, "kafka", kills), faults_after_output=1,
