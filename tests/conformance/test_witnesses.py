@@ -111,6 +111,7 @@ def test_a_batch_killed_with_its_commit_log_held_and_run_again_witnesses_a_repla
     ([], [_batch(4, 12.0)], "no driver kill held"),
     ([_held(4, log="offsets")], [_batch(4, 12.0)], "no driver kill held"),
     ([_held(None, reached=False)], [_batch(4, 12.0)], "no held write"),
+    ([{**_held(4), "reached": False}], [_batch(5, 12.0)], "ran the held batch again"),  # held in another class
     ([_held(4)], [_batch(4, 5.0, attempt=1), _batch(5, 12.0)], "ran the held batch again"),
 ])
 def test_without_a_held_commit_log_and_its_replay_the_witness_is_missing(history, events, why):
