@@ -304,14 +304,25 @@ def _spark_scratch_of(driver_token: str, driver: DriverProcess):
     """The running child's scratch folder, checked to be where its Spark keeps its files and its JVM its temp."""
     scratch = driver.scratch_dir / driver_token
     assert list(scratch.glob("blockmgr-*")), sorted(p.name for p in scratch.glob("*"))  # spark.local.dir
-    jvms = [p for p in map(psutil.Process, processes_with_token(driver_token, var=DRIVER_TOKEN_VAR))
-            if p.name() == "java"]
-    assert jvms and all(f"-Djava.io.tmpdir={scratch}" in p.cmdline() for p in jvms), [p.cmdline() for p in jvms]
+    jvms = [(name, line) for name, line, _env in _alive_with_token(driver_token) if name == "java"]
+    assert jvms and all(f"-Djava.io.tmpdir={scratch}" in line for _name, line in jvms), jvms
     # the Python side's temporary folders too (a standby's warm-up output): a killed standby left them in /tmp
-    children = [p for p in map(psutil.Process, processes_with_token(driver_token, var=DRIVER_TOKEN_VAR))
-                if p.name().startswith("python")]
-    assert children and all(p.environ().get("TMPDIR") == str(scratch) for p in children)
+    children = [env for name, _line, env in _alive_with_token(driver_token) if name.startswith("python")]
+    assert children and all(env.get("TMPDIR") == str(scratch) for env in children)
     return scratch
+
+
+def _alive_with_token(driver_token: str) -> list[tuple[str, list[str], dict[str, str]]]:
+    """Name, command line and environment of each process carrying the driver's token that is still alive when
+    read (a short-lived Python worker may end between the listing and the look)."""
+    found = []
+    for pid in processes_with_token(driver_token, var=DRIVER_TOKEN_VAR):
+        try:
+            process = psutil.Process(pid)
+            found.append((process.name(), process.cmdline(), process.environ()))
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 def test_a_driver_child_keeps_a_spark_local_dir_its_spec_sets_and_quotes_its_scratch_for_the_jvm():
