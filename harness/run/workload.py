@@ -406,10 +406,9 @@ def load_topic(bootstrap: str, topic: str, spec: WorkloadSpec, *, timeout: float
     """
     from confluent_kafka import Producer
 
-    from streamcert.harness.run.topic_growth import TopicGrowth
-
-    from streamcert.harness.stack.kafka_clients import client_conf
     from streamcert.harness.progress import step
+    from streamcert.harness.run.topic_growth import TopicGrowth
+    from streamcert.harness.stack.kafka_clients import client_conf
 
     records = plan(spec)
     n = len(records)
