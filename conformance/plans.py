@@ -211,7 +211,7 @@ _QUICK_COMMIT_BANDS = ((0.05, 0.5), (0.5, 0.95))
 #: recorded in a step of its own (one round trip) just before the step that commits the rows (one more) is a bug
 #: from the record's request until the commit's request leaves, one to two round trips before the end plus the
 #: little Spark does after the sink's commit returns; a request sent before the kill still arrives (the proxy
-#: holds it). The commit's length varied 2.5-3.1 s from batch to batch on a 69-ms link in session 27 (an idempotent
+#: holds it). The commit's length varied 2.5-3.1 s from batch to batch on a 69-ms link (an idempotent
 #: producer's first connection): a late fraction of the median length struck past the last step of the short ones.
 _ROUND_TRIPS_BEFORE_END = (1.25, 2.25)
 
@@ -275,7 +275,7 @@ def _at_once(chain: list[FaultSpec]) -> list[FaultSpec]:
     """The chain, with each kill aimed at an attempt's first batch (or a replay of a replay) watching as soon as the
     kill before it restarted the driver: a restart from a warm standby plans and commits its first batch within the
     two seconds the chain leaves between faults, and a first batch passed unstruck costs a positioning kill (four in
-    PostgreSQL 2PC's full kill run, session 20)."""
+    PostgreSQL 2PC's full kill run, when measured)."""
     return [spec.model_copy(update={"at_s": 0.0})
             if spec.after is not None and spec.fault in ("driver_kill_moment", "driver_kill_log_held")
             and spec.params.get("batch_class") in ("first", "replay_of_replay") else spec

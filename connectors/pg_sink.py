@@ -17,7 +17,7 @@ decisions). Where each part runs:
 
 Round trips to the database a batch (what a network fault's latency multiplies; measured on one batch of two tasks
 through a Toxiproxy link with 100 ms on the answers, tasks one after the other, the sink's methods called without
-Spark, session 22): the tables' check in both writers Spark builds a batch (a connection and three statements each),
+Spark): the tables' check in both writers Spark builds a batch (a connection and three statements each),
 two connections a task and a commit on a new connection took 3.7 s for the planning and tasks and 1.8 s for the
 commit; the tables checked once per process, a task's lookup and prepare on one connection, and connections kept
 by the process for its next task or commit: 1.0 s and 0.6-0.7 s. A task now asks five (lookup, begin, COPY, the
