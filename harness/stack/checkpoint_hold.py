@@ -13,6 +13,7 @@ of the protocol on one checkpoint. Runs in the harness's process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -44,6 +45,7 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
+@functools.cache  # a scan of spark-sql's jar: once per process, not once per run's driver settings
 def _interface_package(jars: Path) -> str:
     """The package of Spark's ``CheckpointFileManager`` in this pyspark's spark-sql jar."""
     for jar in sorted(jars.glob("spark-sql_*.jar")):
