@@ -65,6 +65,9 @@ WITNESSES = {
     "replay_after_commit_returned": "the driver was killed with Spark's write of commits/N held (the sink's commit of "
                                     "batch N had returned, the batch was not logged), and a later attempt ran batch N "
                                     "again",
+    "cut_in_flight": "each network cut, server kill and leader failover aimed at a moment of the query struck in it "
+                     "with something in flight on the link (a statement the server ran, a request awaiting its "
+                     "answer)",
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")
@@ -78,11 +81,12 @@ FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
                     "driver_kill_on_output", "driver_kill_log_held"),
     "task-kill": ("python_worker_kill_moment", "executor_kill_moment", "task_fail_at", "python_worker_kill",
                   "task_exception", "executor_kill"),
-    "network": ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down"),
-    "broker": ("broker_kill", "broker_restart", "broker_pause"),
-    "database": ("database_kill",),
+    "network": ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down",
+                "network_moment"),
+    "broker": ("broker_kill", "broker_restart", "broker_pause", "server_kill_moment"),
+    "database": ("database_kill", "server_kill_moment"),
     "system": ("system_kill", "system_pause"),
-    "failover": ("node_kill", "node_isolate", "node_isolate_kill"),
+    "failover": ("node_kill", "node_isolate", "node_isolate_kill", "node_moment"),
     "rescale": ("rescale",),
     "new-partitions": ("add_partitions",),
     "zombie": ("task_zombie",),
@@ -190,14 +194,16 @@ CATALOGUE: tuple[Requirement, ...] = (
          runs=("bounded",), checks=("lost", "duplicate", "end_offsets")),
     _req("SRC-8", "The source survives every network toxic on the link to what it reads, that server's kill, restart "
          "and pause, and (reading Kafka) leader failover on a 3-broker cluster, without loss or duplicate.",
-         "Apply each Toxiproxy toxic on the input's link, then kill, restart and pause its server (the broker, or "
-         "the source's own external system as far as it takes them), while reading; a Kafka source also runs on a "
-         "3-broker cluster (replication factor 3, min ISR 2): kill the input's partition leader, cut the new "
-         "leader off from its peers, kill the active controller.",
+         "Slow the input's link with seeded toxics; cut it (reset, timeout, data limit or down, seeded) while a "
+         "steady batch plans and while it reads, its answers slowed so that a request waits for one; restart and "
+         "pause its server and kill it while a batch reads (the broker, or the source's own external system as far "
+         "as it takes them); a Kafka source also runs on a 3-broker cluster (replication factor 3, min ISR 2): kill "
+         "the input's partition leader while a batch reads, cut the new leader off from its peers, kill the active "
+         "controller.",
          _NO_LOSS_NO_DUPLICATE + "; the query makes progress again after each fault; each failover fault is seen "
          "in metadata (leader moved, ISR shrank, a new controller), or the verdict is unknown.",
          runs=("network", "failover"), families=("network", "broker", "system", "failover"),
-         checks=_OUTPUT + ("progress",)),
+         checks=_OUTPUT + ("progress",), witnesses=("cut_in_flight",)),
     _req("SRC-9", "Admission control is respected: no micro-batch reads more than the configured limit.",
          "Read a backlog larger than several batches with the source's per-batch limit set.",
          "Every batch's offset range holds at most the limit, and the backlog is drained.",
@@ -252,13 +258,16 @@ CATALOGUE: tuple[Requirement, ...] = (
          checks=("fencing", "lost", "duplicate", "unexpected", "leftovers")),
     _req("SNK-7", "The sink survives network toxics, participant (broker / database / its own system) restarts "
          "and, for a Kafka sink, leader failover on a 3-broker cluster.",
-         "Apply each toxic on the participant's link, then kill and restart the broker, the database or the sink's "
-         "own external system (when it takes a kill); a Kafka sink also runs on a 3-broker cluster (replication "
-         "factor 3, min ISR 2) through a partition leader's kill and isolation and the active controller's kill.",
+         "Slow the participant's link with seeded toxics; cut it (reset, timeout, data limit or down, seeded) while "
+         "a steady batch's tasks write and while its commit runs, its answers slowed so that a statement waits for "
+         "one; restart the broker or the database and kill it while a batch commits (or the sink's own external "
+         "system, when it takes a kill); a Kafka sink also runs on a 3-broker cluster (replication factor 3, min "
+         "ISR 2) through a partition leader's kill while a batch commits, its isolation and the active "
+         "controller's kill.",
          _NO_LOSS_NO_DUPLICATE + "; progress after each fault; each failover fault is seen in metadata, or the "
          "verdict is unknown.",
          runs=("network", "failover"), families=("network", "broker", "database", "system", "failover"),
-         checks=_OUTPUT + ("progress",)),
+         checks=_OUTPUT + ("progress",), witnesses=("cut_in_flight",)),
     _req("SNK-8", "Rescale: a different task count after a restart keeps exactly once.",
          "Restart the query with more, then fewer writer tasks, with a batch pending at the restart.",
          _NO_LOSS_NO_DUPLICATE + "; no restarted query failed by itself.", runs=("rescale",), families=("rescale",),

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streamcert.conformance.catalogue import ids_for, requirements
+from streamcert.harness.faults.at_moment import CUTS
 from streamcert.harness.faults.moments import TASK_MOMENTS
 from streamcert.harness.stack.spark import runs_in_driver
 from streamcert.harness.faults.schedule import FaultSpec
@@ -48,7 +49,6 @@ SOURCE_PARTNER = "streamcert-kafka"
 #: The exactly-once sink behind an aggregator under test.
 AGGREGATOR_SINK = "streamcert-kafka-2pc"
 
-_NETWORK = ("latency", "bandwidth", "timeout", "reset_peer", "slow_close", "slicer", "limit_data", "down")
 #: Seconds of silence after which a run stops waiting for missing records and judges what arrived: a restarted
 #: driver on a loaded machine may show nothing for a minute; a run without restarts needs less.
 _QUIET_S = 90.0
@@ -90,11 +90,15 @@ _FAILOVER_RATE = 30.0
 SAFE_TOPICS = TopicSettings(replication_factor=3, min_insync_replicas=2, unclean_leader_election=False)
 
 
-def _failover(rng: random.Random) -> list[FaultSpec]:
-    """Seed 003's faults on a 3-broker cluster: the input's partition leader killed, then cut off from its peers,
-    then the active controller killed; each picked when it strikes and proven by metadata (else the verdict is
-    unknown)."""
-    return _chain([("node_kill", "kafka", {"node": "leader"}, round(rng.uniform(4.0, 6.0), 3)),
+def _failover(rng: random.Random, moment: str) -> list[FaultSpec]:
+    """Seed 003's faults on a 3-broker cluster: the input's partition leader killed while a batch is at ``moment``
+    (a source's fetches, a sink's commit: the leader holds requests in flight), then the new leader cut off from its
+    peers, then the active controller killed; each picked when it strikes and proven by metadata (else the verdict
+    is unknown)."""
+    return _chain([("node_moment", "kafka", {"moment": moment, "action": "node_kill", "slow_link": "kafka",
+                                             "slow_streams": "downstream", "latency_ms": rng.randrange(*_CUT_SLOW_MS),
+                                             "fraction": round(rng.uniform(0.2, 0.8), 3)},
+                    round(rng.uniform(4.0, 6.0), 3)),
                    ("node_isolate", "kafka", {"node": "leader"}, round(rng.uniform(8.0, 10.0), 3)),
                    ("node_kill", "kafka", {"node": "controller"}, round(rng.uniform(3.0, 5.0), 3))], gap_s=3.0)
 
@@ -341,13 +345,6 @@ def _zombie_records(batch: int, zombies: list) -> int:
     return batch * (6 * len(zombies) + _ZOMBIE_WARM_BATCHES + 6)
 
 
-def _toxics(rng: random.Random, link: str, count: int) -> list:
-    chosen = rng.sample(_NETWORK, count)
-    from streamcert.harness.faults.registry import kind
-
-    return [(name, link, kind(name).random_params(rng), round(rng.uniform(2.0, 4.0), 2)) for name in chosen]
-
-
 # -- sources -------------------------------------------------------------------------------------
 
 #: Seconds the driver may stay frozen while the input gains a partition and the load writes into it (it writes within
@@ -391,8 +388,8 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
         schedule=_chain([("rescale", "driver", {"parallelism": 5}, 0.0), *grow,
                          ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
-    runs += _network_runs(ref, connector, seed, {"source": ref, "sink": SINK_PARTNER}, _workload,
-                          _source_link(connector), _input_server_faults(connector), failover=kafka_input)
+    runs += _network_runs(ref, connector, seed, "source", _workload, _source_link(connector),
+                          _input_server_faults(connector), failover=kafka_input)
     return runs
 
 
@@ -419,36 +416,94 @@ def _skew_run(ref: str, connector: Connector, seed: int) -> PlannedRun:
         feed_batches_ahead=_FEED_AHEAD, schedule=_chain([kill]), faults_after_output=1, quiet_timeout_s=_QUIET_S))
 
 
-def _network_runs(ref: str, connector: Connector, seed: int, pipeline: dict[str, str], workload: Callable,
+#: The moments a network run's cuts aim at, by the connector's side of the pipeline: a source's requests go out while
+#: its driver plans a batch and its tasks read; a sink's while its tasks write and its driver commits.
+_CUT_MOMENTS = {"source": ("reading", "planning"), "sink": ("writing", "commit_in_flight")}
+#: The moment a server kill of the network run aims at, by side: a source's fetches, a sink's commit.
+_SERVER_KILL_MOMENT = {"source": "reading", "sink": "commit_in_flight"}
+#: The network toxics that slow a link rather than cut it: on the run's clock (they span many moments).
+_SLOWDOWNS = ("latency", "bandwidth", "slow_close", "slicer")
+#: Milliseconds of latency on a cut link's answers while its fault watches the batch it strikes: a request then waits
+#: that long for its answer, so the cut finds one in flight (the server has done the work, the client not heard).
+_CUT_SLOW_MS = (150, 400)
+
+
+def _network_runs(ref: str, connector: Connector, seed: int, side: str, workload: Callable,
                   link: str | None, server_faults: list, failover: bool) -> list[PlannedRun]:
-    """The network run (three seeded toxics on ``link``, then ``server_faults``; none without a link) and, when
-    ``failover`` (the connector's side of the pipeline is Kafka), the failover run on a 3-broker cluster.
-    ``pipeline`` places the connector (``source`` / ``sink``), ``workload`` makes each run's input."""
+    """The network run (two seeded slowdowns on ``link``, then a cut of each kind drawn at each moment of
+    :data:`_CUT_MOMENTS`, then ``server_faults``; none without a link) and, when ``failover`` (the connector's side
+    of the pipeline is Kafka), the failover run on a 3-broker cluster. ``side`` places the connector (``source`` /
+    ``sink``), ``workload`` makes each run's input."""
+    pipeline = {"source": ref, "sink": SINK_PARTNER} if side == "source" else {"source": SOURCE_PARTNER, "sink": ref}
     runs = []
     if link is not None:
         rng = _rng(seed, connector, "network")
+        faults = _slowdowns(rng, link, 2) + _cuts_at_moments(rng, link, _CUT_MOMENTS[side]) + server_faults
         runs.append(_planned(ref, connector, "network", Scenario(
             name=f"{connector.name}-network", **pipeline, parallelism=2,
-            options={"max_records_per_batch": 100}, workload=workload(rng, 2400),
-            schedule=_chain(_toxics(rng, link, 3) + server_faults, gap_s=2.0),
+            options={"max_records_per_batch": 100}, workload=workload(rng, _network_records(100, faults)),
+            feed_batches_ahead=_FEED_AHEAD, schedule=_chain(faults, gap_s=2.0),
             faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     if failover:
         rng = _rng(seed, connector, "failover")
         runs.append(_planned(ref, connector, "failover", Scenario(
             name=f"{connector.name}-failover", **pipeline, parallelism=2,
             options={"max_records_per_batch": 100}, workload=workload(rng, 2400, rate=_FAILOVER_RATE),
-            schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
+            schedule=_failover(rng, _SERVER_KILL_MOMENT[side]), brokers=3, topics=SAFE_TOPICS,
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     return runs
 
 
+def _network_records(batch: int, faults: list) -> int:
+    """Input for the network run, more than its faults can use: it is fed while they run and stops with them
+    (``feed_batches_ahead``), and a fault aimed at a moment that outlived the input would find no batch to strike.
+    A query reads a batch in well under a second between faults, and a fault lasts seconds."""
+    return batch * (10 + 15 * len(faults))
+
+
+def _slowdowns(rng: random.Random, link: str, count: int) -> list:
+    from streamcert.harness.faults.registry import kind
+
+    return [(name, link, kind(name).random_params(rng), round(rng.uniform(2.0, 4.0), 2))
+            for name in rng.sample(_SLOWDOWNS, count)]
+
+
+def _cuts_at_moments(rng: random.Random, link: str, moments: tuple[str, ...]) -> list:
+    """A cut of a seeded kind at each of ``moments`` of a steady batch, seeded how far into it, with the link's answers
+    slowed while it watches (a request waits for its answer when the cut strikes)."""
+    slow = {"slow_link": link, "slow_streams": "downstream", "latency_ms": rng.randrange(*_CUT_SLOW_MS)}
+    cuts = rng.sample(CUTS, len(moments))
+    return [("network_moment", link, {"moment": moment, "cut": cut, "cut_params": _cut_params(rng, cut),
+                                      "fraction": round(rng.uniform(0.2, 0.8), 3), **slow},
+             round(rng.uniform(1.0, 3.0), 2)) for moment, cut in zip(moments, cuts, strict=True)]
+
+
+def _cut_params(rng: random.Random, cut: str) -> dict[str, int]:
+    """A cut's Toxiproxy attributes: a reset at once or after a wait, data stopped (the connection left open or closed
+    after a wait), a connection closed after a few bytes more."""
+    if cut == "reset_peer":
+        return {"timeout": rng.choice([0, 200])}
+    if cut == "timeout":
+        return {"timeout": rng.choice([0, 1000])}
+    if cut == "limit_data":
+        return {"bytes": rng.choice([64, 1024])}
+    return {}
+
+
+def _server_kill_params(server: str, side: str) -> dict:
+    """A server kill at the moment of :data:`_SERVER_KILL_MOMENT`, the server's answers slowed while it watches."""
+    return {"moment": _SERVER_KILL_MOMENT[side], "slow_link": server, "slow_streams": "downstream",
+            "latency_ms": _CUT_SLOW_MS[0], "fraction": 0.5}
+
+
 def _input_server_faults(connector: Connector) -> list:
     """What the source's network run does to the server it reads, after the toxics: the stack's broker restarted,
-    paused and killed, or the source's own system killed (restarted with it) and paused, as far as it takes them."""
+    paused, and killed while a batch reads; or the source's own system killed (restarted with it) and paused, as far
+    as it takes them."""
     system = declared_input_system(connector)
     if isinstance(system, KafkaTopics):
         return [("broker_restart", "kafka", {}, 1.0), ("broker_pause", "kafka", {}, 3.0),
-                ("broker_kill", "kafka", {}, 2.0)]
+                ("server_kill_moment", "kafka", _server_kill_params("kafka", "source"), 2.0)]
     takes = system.faults()
     return ([("system_kill", system.name, {}, 2.0)] if "kill" in takes else []) + \
         ([("system_pause", system.name, {}, 3.0)] if "pause" in takes else [])
@@ -470,11 +525,14 @@ def _sink_link(connector: Connector) -> str | None:
 
 
 def _participant_restart(connector: Connector) -> list:
-    """The restart of the system behind a sink's link (the stack's broker or database, or the sink's own system
-    when it takes a kill); none otherwise: the network run is then toxics only."""
+    """The restart of the system behind a sink's link (the stack's broker or database, then its kill while a batch
+    commits; or the sink's own system when it takes a kill); none otherwise: the network run is then toxics only."""
     system = declared_output_system(connector)
     if isinstance(system, StackSystem):
-        return [system.restart_fault] if system.restart_fault else []
+        restart = [system.restart_fault] if system.restart_fault else []
+        server = restart[0][1] if restart else None
+        return restart + ([("server_kill_moment", server, _server_kill_params(server, "sink"), 2.0)]
+                          if server in ("kafka", "postgres") else [])
     return [("system_kill", system.name, {}, 2.0)] if "kill" in system.faults() else []
 
 
@@ -530,8 +588,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
     if quick:
         return runs
     link = _sink_link(connector)
-    runs += _network_runs(ref, connector, seed, {"source": SOURCE_PARTNER, "sink": ref}, _workload, link,
-                          _participant_restart(connector), failover=link == "kafka")
+    runs += _network_runs(ref, connector, seed, "sink", _workload, link, _participant_restart(connector),
+                          failover=link == "kafka")
     rng = _rng(seed, connector, "rescale")
     runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,

@@ -16,10 +16,11 @@ from typing import Any
 
 from streamcert.conformance.catalogue import WITNESSES, Requirement
 from streamcert.conformance.evidence import RunEvidence
+from streamcert.harness.faults.at_moment import MOMENT_FAULTS
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
 __all__ = ["WITNESS_FINDERS", "witness", "added_partition_read", "rescaled_restart",
-           "replay_after_commit_returned", "missing_witnesses"]
+           "replay_after_commit_returned", "cut_in_flight", "missing_witnesses"]
 
 #: The fault kind that kills the driver with a checkpoint write held (:mod:`streamcert.harness.faults.held_kill`).
 _HELD_KILL = "driver_kill_log_held"
@@ -113,9 +114,49 @@ def replay_after_commit_returned(evidence: RunEvidence) -> CheckResult:
     return _seen(name, counts, why, replays=replays)
 
 
+def _in_flight_at(strike: dict[str, Any]) -> list[str]:
+    """What a strike found in flight on its link: each PostgreSQL statement running (by kind), each connection
+    awaiting an answer (by the process that owns it)."""
+    statements = strike.get("statements") or []
+    running = [f"statement {s['kind']}" for s in statements if s.get("state") == "active"]
+    waiting = [f"request of {c.get('process') or 'a process'}" for c in strike.get("in_flight") or []]
+    # a statement the server finished in a transaction still open, while a client awaits an answer: done on the
+    # server, not yet heard of by the client (which of the waiting clients, the proxy between them hides)
+    answered = [f"answer to {s['kind']} (done, transaction open)" for s in statements
+                if s.get("state") == "idle in transaction"] if waiting else []
+    return running + waiting + answered
+
+
+def cut_in_flight(evidence: RunEvidence) -> CheckResult:
+    """SNK-7, SRC-8: every network cut, server kill and leader failover the run aimed at a moment of the query
+    (:mod:`streamcert.harness.faults.at_moment`) struck in that moment with something in flight on the link: a
+    statement the server was running, or a client connection awaiting its answer. The statement kinds and moments
+    struck are listed (``cells``)."""
+    name = "cut_in_flight"
+    aimed = [e for e in evidence.fault_starts() if e.get("fault") in MOMENT_FAULTS]
+    if not aimed:
+        return _seen(name, {"aimed": 0}, "no network cut, server kill or failover was aimed at a moment of the query")
+    cells, misses = [], []
+    for event in aimed:
+        label = f"{event.get('struck_fault')} at {event.get('moment')}"
+        strike = next((s for s in event.get("strikes") or [] if s.get("landed") and s.get("wanted")), None)
+        if strike is None:
+            misses.append(f"{label}: the moment was not reached")
+            continue
+        found = _in_flight_at(strike)
+        if not found:
+            unknown = strike.get("in_flight_unknown")
+            misses.append(f"{label}: {unknown}" if unknown else f"{label}: nothing was in flight on the link")
+            continue
+        cells.append({"fault": event.get("struck_fault"), "moment": event.get("moment"), "batch": strike.get("batch"),
+                      "in_flight": sorted(set(found))})
+    counts = {"aimed": len(aimed), "struck_in_flight": len(cells)}
+    return _seen(name, counts, "; ".join(misses) or None, cells=cells)
+
+
 WITNESS_FINDERS: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "added_partition_read": added_partition_read, "rescaled_restart": rescaled_restart,
-    "replay_after_commit_returned": replay_after_commit_returned,
+    "replay_after_commit_returned": replay_after_commit_returned, "cut_in_flight": cut_in_flight,
 }
 
 

@@ -110,4 +110,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(_ref("source_limit_per_partition"), "caps each partition's range at maxRecordsPerBatch instead of the "
            "batch's: a batch over N partitions reads up to N times the limit", frozenset({"SRC-9"}),
            frozenset({"SRC-7", "GEN-2"})),
+    Mutant(_ref("sink_retry_resends_tail"), "retries a prepare that lost its connection with only the rows the lost "
+           "try's COPY had not read: the rows it had sent died with its transaction", frozenset({"SNK-7"}),
+           quick=False),
 )

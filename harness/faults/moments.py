@@ -492,7 +492,8 @@ class DriverKillAtMoment(Fault):
                         strike = self._freeze_and_decide(seen)
                         if strike["landed"]:
                             return {**strike, "aim_s": round(aim, 3), **self._rows_note(seen)}
-                        self._let_go += 1  # the checkpoint moved on between the look and the freeze
+                        if not strike.get("quiet"):  # quiet: nothing it strikes at was under way yet
+                            self._let_go += 1  # the checkpoint moved on between the look and the freeze
                         if strike.get("rows_shown"):
                             self._learn_overshoot(clock, seen, now, aim)
                     self._before_rows = False

@@ -19,7 +19,7 @@ import functools
 import json
 import random
 import sys
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator,
                       model_validator)
@@ -220,6 +220,8 @@ def _explain_param(error: dict[str, Any], raw: dict[str, Any], kind: FaultKind) 
     takes = f"{fault} takes: {_signature(kind.params)}."
     if len(loc) == 2 and error["type"] == "missing":
         return f"fault {fault!r} needs params", takes
+    if len(loc) == 2 and error["type"] == "value_error":  # the kind's own check of its parameters together
+        return f"params: {str(error['msg']).removeprefix('Value error, ')}", takes
     if len(loc) == 2:
         return f"params must be an object, got {type(raw.get('params')).__name__}", takes
     name = str(loc[2])
@@ -238,6 +240,8 @@ def _constraint(model: type[FaultParams], name: str, constraint: str) -> Any:
 
 def _expected(model: type[FaultParams], name: str) -> str:
     annotation = model.model_fields[name].annotation
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(map(str, get_args(annotation)))
     if annotation is str:
         pattern = _constraint(model, name, "pattern")
         return "a non-empty string" + (f" matching {pattern}" if pattern else "")

@@ -319,6 +319,19 @@ class DriverProcess(ProcessBacked):
         self._reap()
         self._remove_scratch()
 
+    def process_ids(self) -> set[int]:
+        """The driver's process and every process under it (its JVM, the Python workers, the processes the fork
+        server started for it): the query's own, whatever group they moved to. Empty once it is gone."""
+        import psutil
+
+        pid = self._process.pid if self._process is not None else None
+        if pid is None or not self.is_running():
+            return set()
+        try:
+            return {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
+        except psutil.Error:
+            return set()
+
     def _outside_group(self) -> list:
         """The processes under the driver in process groups of their own (none once it is gone)."""
         pid = self._process.pid if self._process is not None else None

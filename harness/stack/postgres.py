@@ -31,7 +31,11 @@ from streamcert.harness.stack.ports import LOOPBACK, ensure_port_free, free_port
 from streamcert.harness.stack.process import ManagedProcess, ProcessBacked, token_env
 from streamcert.harness.stack.readiness import postgres_readiness
 
-__all__ = ["render_postgresql_conf", "postgres_dsn", "LocalPostgres"]
+__all__ = ["render_postgresql_conf", "postgres_dsn", "LocalPostgres", "HARNESS_APPLICATION"]
+
+#: The ``application_name`` of the harness's own sessions (the output's observer, the faults' look at the server's
+#: activity): told apart from the connector's in ``pg_stat_activity``.
+HARNESS_APPLICATION = "streamcert-harness"
 
 SUPERUSER = "streamcert"
 DATABASE = "streamcert"

@@ -188,6 +188,27 @@ def test_wanted_requirements_keep_only_the_runs_that_judge_them():
     assert plan("streamcert-kafka", connector, seed=1, quick=True, wanted={"SRC-8"}) == []
 
 
+@pytest.mark.parametrize("reference, moments, server", [
+    ("streamcert-kafka", ["reading", "planning", "reading"], "kafka"),
+    ("streamcert-kafka-2pc", ["writing", "commit_in_flight", "commit_in_flight"], "kafka"),
+    ("streamcert-pg-2pc", ["writing", "commit_in_flight", "commit_in_flight"], "postgres"),
+])
+def test_network_runs_aim_their_cuts_and_a_server_kill_at_the_moments_the_connector_talks(reference, moments, server):
+    [run] = [r for r in plan(reference, load_connector(reference), seed=1) if r.name == "network"]
+    schedule = run.scenario.schedule
+    aimed = [spec for spec in schedule if spec.fault in ("network_moment", "server_kill_moment")]
+    assert [spec.typed_params().moment for spec in aimed] == moments
+    assert all(spec.target == server and spec.typed_params().slow_link == server for spec in aimed)
+    cuts = [spec.typed_params().cut for spec in aimed if spec.fault == "network_moment"]
+    assert len(set(cuts)) == 2 and set(cuts) <= {"reset_peer", "timeout", "limit_data", "down"}
+    # the slowdowns stay on the clock; the input is fed while the faults run
+    assert {spec.fault for spec in schedule[:2]} <= {"latency", "bandwidth", "slow_close", "slicer"}
+    assert run.scenario.feed_batches_ahead > 0
+    # seeded: another seed draws other cuts or aims
+    [other] = [r for r in plan(reference, load_connector(reference), seed=2) if r.name == "network"]
+    assert other.scenario.schedule != schedule
+
+
 def test_failover_runs_go_on_a_three_broker_cluster_and_aim_at_the_leader_and_the_controller():
     for reference, requirement in (("streamcert-kafka", "SRC-8"), ("streamcert-kafka-2pc", "SNK-7")):
         [run] = [r for r in plan(reference, load_connector(reference), seed=1) if r.name == "failover"]
@@ -197,8 +218,12 @@ def test_failover_runs_go_on_a_three_broker_cluster_and_aim_at_the_leader_and_th
         assert SAFE_TOPICS.config() == {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
         # paced: input keeps arriving through all three faults (~30 s of faults and gaps, 80 s of input)
         assert run.scenario.workload.total / run.scenario.workload.rate >= 60
-        assert [(spec.fault, spec.typed_params().node) for spec in run.scenario.schedule] == [
-            ("node_kill", "leader"), ("node_isolate", "leader"), ("node_kill", "controller")]
+        # the first leader kill is aimed at the moment the connector's requests go to the leader
+        kill, isolate, controller = run.scenario.schedule
+        assert (kill.fault, kill.typed_params().action) == ("node_moment", "node_kill")
+        assert kill.typed_params().moment == ("reading" if requirement == "SRC-8" else "commit_in_flight")
+        assert [(spec.fault, spec.typed_params().node) for spec in (isolate, controller)] == [
+            ("node_isolate", "leader"), ("node_kill", "controller")]
     # a sink whose output is not Kafka has no Kafka participant to fail over
     assert not [r for r in plan("streamcert-pg-2pc", load_connector("streamcert-pg-2pc"), seed=1)
                 if r.brokers != 1]

@@ -8,7 +8,7 @@ import pytest
 
 from streamcert.conformance.catalogue import CATALOGUE, WITNESSES, requirement
 from streamcert.conformance.evidence import RunEvidence
-from streamcert.conformance.witnesses import (WITNESS_FINDERS, added_partition_read, missing_witnesses,
+from streamcert.conformance.witnesses import (WITNESS_FINDERS, added_partition_read, cut_in_flight, missing_witnesses,
                                               replay_after_commit_returned, rescaled_restart, witness)
 
 _ADDED_AT = 100.0
@@ -116,4 +116,37 @@ def test_a_batch_killed_with_its_commit_log_held_and_run_again_witnesses_a_repla
 ])
 def test_without_a_held_commit_log_and_its_replay_the_witness_is_missing(history, events, why):
     found = replay_after_commit_returned(_evidence(history, events))
+    assert found.valid == "unknown" and why in found.error
+
+
+def _aimed(moment="commit_in_flight", landed=True, wanted=True, **strike):
+    return {"kind": "fault-start", "time": 1.0, "fault": "network_moment", "struck_fault": "reset_peer",
+            "moment": moment, "strikes": [{"batch": 7, "landed": landed, "wanted": wanted, **strike}]}
+
+
+_AWAITING = [{"process": "java", "awaiting_answer": True}]
+_COMMIT_PREPARED = [{"state": "active", "kind": "COMMIT PREPARED"}, {"state": "idle in transaction", "kind": "COPY"}]
+
+
+def test_cuts_struck_in_their_moment_with_something_in_flight_witness_the_network_requirements():
+    found = cut_in_flight(_evidence([_aimed(in_flight=_AWAITING), _aimed("writing", statements=_COMMIT_PREPARED)]))
+    assert found.valid is True and found.counts == {"aimed": 2, "struck_in_flight": 2}
+    assert [cell["in_flight"] for cell in found.data["cells"]] == [["request of java"], ["statement COMMIT PREPARED"]]
+    # a statement done on the server in an open transaction, with a client awaiting an answer: its answer in flight
+    both = cut_in_flight(_evidence([_aimed(in_flight=_AWAITING, statements=_COMMIT_PREPARED)]))
+    assert both.data["cells"][0]["in_flight"] == ["answer to COPY (done, transaction open)", "request of java",
+                                                  "statement COMMIT PREPARED"]
+
+
+@pytest.mark.parametrize("history, why", [
+    ([], "no network cut, server kill or failover was aimed"),
+    ([_aimed(landed=False, in_flight=_AWAITING)], "reset_peer at commit_in_flight: the moment was not reached"),
+    ([_aimed(wanted=False, in_flight=_AWAITING)], "the moment was not reached"),
+    ([_aimed(in_flight=[], statements=[{"state": "idle in transaction", "kind": "COPY"}])],
+     "nothing was in flight on the link"),
+    ([_aimed(in_flight=None, in_flight_unknown="ss (iproute2) is not installed")], "ss (iproute2) is not installed"),
+    ([_aimed(in_flight=_AWAITING), _aimed("writing", in_flight=[])], "reset_peer at writing: nothing was in flight"),
+])
+def test_a_cut_that_missed_its_moment_or_found_nothing_in_flight_is_unknown_naming_it(history, why):
+    found = cut_in_flight(_evidence(history))
     assert found.valid == "unknown" and why in found.error

@@ -20,6 +20,7 @@ import pandas as pd
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.run.observers.base import VISIBILITY_ORDER, Observer, OutputTarget
+from streamcert.harness.stack.postgres import HARNESS_APPLICATION
 
 __all__ = ["PostgresObserver"]
 
@@ -57,8 +58,8 @@ class PostgresObserver(Observer):
         try:
             if self._mark_connection is None or self._mark_connection.closed:
                 self._mark_connection = psycopg.connect(self.target.mark_address or self.target.postgres_dsn,
-                                                        autocommit=True,
-                                                        connect_timeout=5)
+                                                        autocommit=True, connect_timeout=5,
+                                                        application_name=HARNESS_APPLICATION)
             row = self._mark_connection.execute(
                 sql.SQL("select count(*) from {}").format(sql.Identifier(self.target.name))).fetchone()
             return int(row[0])
@@ -82,7 +83,8 @@ class PostgresObserver(Observer):
         down when the observer starts)."""
         import psycopg
 
-        self._connection = psycopg.connect(self.target.postgres_dsn, autocommit=True, connect_timeout=10)
+        self._connection = psycopg.connect(self.target.postgres_dsn, autocommit=True, connect_timeout=10,
+                                           application_name=HARNESS_APPLICATION)
 
     def _close(self) -> None:
         if self._connection is not None:
