@@ -49,7 +49,7 @@ from streamcert.harness.stack.spark import runs_in_driver
 from streamcert.harness.systems import addresses, output_system_of
 from streamcert.harness.systems.resolve import stack_addresses
 from streamcert.harness.verify.checkers import CheckResult
-from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid
+from streamcert.harness.verify.coverage import MOMENT_KILL, coverage_grid, strike_grid
 from streamcert.spi.connector import Connector
 
 __all__ = ["REFERENCE_CONNECTORS", "Certification", "prepare", "on_master", "certify", "replay_command", "evidence_of",
@@ -190,6 +190,12 @@ def _coverage(run_result: RunResult) -> dict[str, Any] | None:
     if not any(entry.get("fault") == MOMENT_KILL for entry in schedule):
         return None
     return coverage_grid(schedule, run_result.history).as_dict()
+
+
+def _strike_coverage(run_result: RunResult) -> dict[str, Any] | None:
+    """The grid of the run's faults aimed at moments (:func:`~streamcert.harness.verify.coverage.strike_grid`)."""
+    grid = strike_grid((run_result.scenario or {}).get("schedule") or [], run_result.history)
+    return grid.as_dict() if grid is not None else None
 
 
 def failing_fast(run: PlannedRun) -> PlannedRun:
@@ -554,7 +560,7 @@ def _run_one(certification: Certification, stacks: _Stacks, planned: PlannedRun,
             valid=run_result.valid, duration_s=run_result.duration_s, driver_attempts=run_result.driver_attempts,
             faults=sum(1 for e in run_result.history if e["kind"] == "fault-start"),
             error=(run_result.error or "").splitlines()[0] if run_result.error else None,
-            coverage=_coverage(run_result)))
+            coverage=_coverage(run_result), strike_coverage=_strike_coverage(run_result)))
         result.verdicts = _verdicts(certification, judged)
         result.capabilities = _capabilities(certification, result.verdicts)
         result.save(out / "results.json")

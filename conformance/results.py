@@ -62,6 +62,10 @@ class RunSummary(BaseModel):
     coverage: dict[str, Any] | None = Field(None, description="the kill grid of a run whose driver kills are timed "
                                                               "by observed moments: planned and missing cells "
                                                               "(moment@class) and the kills that reached each cell")
+    strike_coverage: dict[str, Any] | None = Field(
+        None, description="the grid of the network cuts, server kills and failovers a run aimed at moments: planned "
+                          "and missing cells (moment@struck) and the strikes that reached each with something of the "
+                          "query in flight")
 
 
 class CertificationResult(BaseModel):

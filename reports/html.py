@@ -195,6 +195,34 @@ def _coverage(coverage: dict[str, Any] | None) -> str:
             f'<table class="matrix"><tr><th>moment</th>{head}</tr>{"".join(rows)}</table></details>')
 
 
+def _strike_coverage(coverage: dict[str, Any] | None) -> str:
+    """The grid of a run's faults aimed at moments: moments (rows) x what was struck (columns); a planned cell is
+    green with the strikes that found something of the query in flight, or yellow "missed"."""
+    if not coverage:
+        return ""
+    planned, reached = coverage.get("planned", []), coverage.get("reached", {})
+    cells = [name.split("@", 1) for name in [*planned, *reached]]
+    moments = [m for m in _MOMENTS if any(moment == m for moment, _ in cells)]
+    struck = sorted({what for _, what in cells})
+    rows = []
+    for moment in moments:
+        row = []
+        for what in struck:
+            cell, count = f"{moment}@{what}", reached.get(f"{moment}@{what}", 0)
+            if cell in planned:
+                row.append(f'<td class="v pass">{count} in flight</td>' if count else
+                           '<td class="v unknown">missed</td>')
+            else:
+                row.append(f'<td class="na">{count} unplanned</td>' if count else '<td class="na">–</td>')
+        rows.append(f"<tr><td>{escape(moment.replace('_', ' '))}</td>{''.join(row)}</tr>")
+    head = "".join(f"<th>{escape(what.replace('_', ' '))}</th>" for what in struck)
+    missing = coverage.get("missing", [])
+    said = (f'<span class="unknown">&nbsp;{len(missing)} planned cell(s) missed&nbsp;</span>' if missing else
+            '<span class="pass">&nbsp;every planned cell struck with a request in flight&nbsp;</span>')
+    return (f'<details open><summary>network, server and failover faults: moment × struck {said}</summary>'
+            f'<table class="matrix"><tr><th>moment</th>{head}</tr>{"".join(rows)}</table></details>')
+
+
 def _also_judges(summary: dict[str, Any]) -> str:
     """`` and streamcert-kafka's SRC-1, SRC-2`` for a run shared with another connector."""
     return "".join(f" and {escape(other)}'s {escape(', '.join(ids))}"
@@ -228,7 +256,8 @@ def _runs(cert: Certification) -> str:
                     f'seed {summary.get("seed")}</span>')
             error = f"<pre>{escape(str(summary['error']))}</pre>" if summary.get("error") else ""
             chart = run_timeline_svg(detail) if detail else None
-            sections.append(f'<div class="run">{head}{error}{_coverage(summary.get("coverage"))}{chart or ""}'
+            sections.append(f'<div class="run">{head}{error}{_coverage(summary.get("coverage"))}'
+                            f'{_strike_coverage(summary.get("strike_coverage"))}{chart or ""}'
                             f'{_latency(detail)}{_recovery(detail)}</div>')
     return "".join(sections)
 

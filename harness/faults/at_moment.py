@@ -32,6 +32,7 @@ from streamcert.harness.faults.moments import DriverKillAtMoment, MomentKillPara
 from streamcert.harness.faults.registry import fault_kind, kind
 from streamcert.harness.run.query_status import MOMENTS, Observation
 from streamcert.harness.stack.postgres import HARNESS_APPLICATION
+from streamcert.harness.verify.coverage import AIMED_FAULTS
 
 __all__ = ["NetworkMomentParams", "ServerMomentParams", "NodeMomentParams", "FaultAtMoment", "MOMENT_FAULTS",
            "CUTS", "STRIKE_MOMENTS"]
@@ -40,8 +41,8 @@ __all__ = ["NetworkMomentParams", "ServerMomentParams", "NodeMomentParams", "Fau
 CUTS = ("reset_peer", "timeout", "limit_data", "down")
 #: The moments a fault here may aim at: those of a batch (output_visible is a kill's: output grown before the commit).
 STRIKE_MOMENTS = tuple(moment for moment in MOMENTS if moment != "output_visible")
-#: The kinds of this module.
-MOMENT_FAULTS = ("network_moment", "server_kill_moment", "node_moment")
+#: The kinds of this module (their grid: :func:`streamcert.harness.verify.coverage.strike_grid`).
+MOMENT_FAULTS = AIMED_FAULTS
 #: Seconds the driver stays frozen at most while the struck fault starts (a failover's start waits for metadata:
 #: the query goes on into it meanwhile).
 _FROZEN_AT_MOST_S = 0.2

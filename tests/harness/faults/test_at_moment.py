@@ -77,7 +77,7 @@ def _network_run(stack, tmp_path: Path, reference: str, schedule: list[FaultSpec
 
     sink = load_connector(reference, "sink")
     [network] = [run for run in plan(reference, sink, seed=1, wanted={"SNK-7"}) if run.name == "network"]
-    workload = network.scenario.workload.__class__(**{**network.scenario.workload.as_dict(), "total": 4000})
+    workload = network.scenario.workload.__class__(**{**network.scenario.workload.as_dict(), "total": 1500})
     scenario = network.scenario.model_copy(update={"schedule": schedule, "workload": workload})
     result = run_scenario(stack, scenario, tmp_path / "run")
     assert result.complete, result.error

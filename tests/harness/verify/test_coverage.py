@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamcert.harness.verify.coverage import cells_of, coverage_grid
+from streamcert.harness.verify.coverage import cells_of, coverage_grid, strike_grid
 
 
 def _entry(moment, batch_class):
@@ -39,3 +39,24 @@ def test_planned_cells_no_kill_reached_are_missing_and_positioning_kills_count_w
     assert grid.missing() == [("commit_in_flight", "steady"), ("planning", "first")]
     assert grid.missing(("commit_in_flight", "just_committed")) == [("commit_in_flight", "steady")]
     assert grid.as_dict()["missing"] == ["commit_in_flight@steady", "planning@first"]
+
+
+def _aimed(fault, moment, landed=True, **strike_fields):
+    params = {"moment": moment, **({"cut": "reset_peer"} if fault == "network_moment" else {})}
+    return {"kind": "fault-start", "fault": fault, "moment": moment, "params": params,
+            "strikes": [{"landed": landed, "wanted": landed, **strike_fields}]}
+
+
+def test_the_strike_grid_counts_strikes_that_found_something_in_flight_in_their_moment():
+    schedule = [{"fault": "network_moment", "params": {"moment": "writing", "cut": "reset_peer"}},
+                {"fault": "server_kill_moment", "params": {"moment": "commit_in_flight"}},
+                {"fault": "node_moment", "params": {"moment": "reading"}},
+                {"fault": "latency", "params": {"latency": 100}}]
+    history = [_aimed("network_moment", "writing", in_flight=[{"pid": 1}]),
+               _aimed("server_kill_moment", "commit_in_flight", statements=[{"state": "idle", "kind": "COPY"}]),
+               _aimed("node_moment", "reading", landed=False, in_flight=[{"pid": 1}])]
+    grid = strike_grid(schedule, history)
+    assert grid.as_dict() == {"planned": ["commit_in_flight@server_kill", "reading@node_kill", "writing@reset_peer"],
+                              "reached": {"writing@reset_peer": 1},
+                              "missing": ["commit_in_flight@server_kill", "reading@node_kill"]}
+    assert strike_grid([{"fault": "latency", "params": {}}], history) is None
