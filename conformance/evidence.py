@@ -204,6 +204,10 @@ def faults_happened(evidence: RunEvidence, kinds: tuple[str, ...]) -> CheckResul
     # judges that, for the requirements that aim them.)
     unseen = [{"fault": event.get("fault"), "node": event.get("node"), "after": event.get("after")}
               for event in started if event.get("reached") is False and str(event.get("fault")).startswith("node_")]
+    # a failover aimed at a moment: its moment reached, and its own effect seen in metadata (what it struck says)
+    unseen += [{"fault": event.get("fault"), "struck": event.get("struck_fault"), "after": event["struck"].get("after")}
+               for event in started if isinstance(event.get("struck"), dict)
+               and event["struck"].get("reached") is False]
     # a task kill timed by a moment that never landed in it killed no task: the run did not fail an attempt there
     # (one that watched its batches and found its moment absent, output shown by tasks, says so, and is no miss)
     unseen += [{"fault": event.get("fault"), "moment": event.get("moment"), "strikes": len(event.get("strikes", []))}

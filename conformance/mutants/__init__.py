@@ -113,4 +113,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(_ref("sink_retry_resends_tail"), "retries a prepare that lost its connection with only the rows the lost "
            "try's COPY had not read: the rows it had sent died with its transaction", frozenset({"SNK-7"}),
            quick=False),
+    Mutant(_ref("aggregator_size_over_limit"), "cuts a size batch once a group holds more than the limit: every "
+           "size-flushed batch holds one record too many", frozenset({"AGG-2"}), frozenset({"AGG-3"})),
+    Mutant(_ref("aggregator_new_before_buffered"), "plans a flush from the new records followed by the buffered ones: "
+           "a batch cut from both holds a key's newer records before its older ones", frozenset({"AGG-1"})),
 )

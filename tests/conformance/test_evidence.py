@@ -75,6 +75,16 @@ def test_a_task_kill_that_found_its_moment_absent_is_no_miss_but_one_that_missed
     assert faults_happened(_evidence([landed, missed]), kinds).valid == "unknown"
 
 
+def test_a_failover_aimed_at_a_moment_needs_its_moment_and_its_effect_in_metadata():
+    kinds = ("node_moment",)
+    moved = _kill("node_moment", moment="reading", reached=True, struck={"leader_moved": True, "reached": True})
+    unmoved = _kill("node_moment", moment="reading", reached=True, struck={"leader_moved": False, "reached": False})
+    missed = _kill("node_moment", moment="reading", reached=False, struck=None)
+    assert faults_happened(_evidence([moved]), kinds).valid is True
+    assert faults_happened(_evidence([unmoved]), kinds).valid == "unknown"
+    assert faults_happened(_evidence([missed]), kinds).valid == "unknown"
+
+
 def test_fault_reached_picks_the_aim_of_the_requirement():
     evidence = _evidence([_kill("driver_kill", in_window=True)])
     assert evidence_check("fault_reached", evidence, requirement("SNK-1")).valid is True
