@@ -90,12 +90,13 @@ _FAILOVER_RATE = 30.0
 SAFE_TOPICS = TopicSettings(replication_factor=3, min_insync_replicas=2, unclean_leader_election=False)
 
 
-def _failover(rng: random.Random, moment: str) -> list[FaultSpec]:
-    """Seed 003's faults on a 3-broker cluster: the input's partition leader killed while a batch is at ``moment``
-    (a source's fetches, a sink's commit: the leader holds requests in flight), then the new leader cut off from its
-    peers, then the active controller killed; each picked when it strikes and proven by metadata (else the verdict
-    is unknown)."""
-    return _chain([("node_moment", "kafka", {"moment": moment, "action": "node_kill", "slow_link": "kafka",
+def _failover(rng: random.Random) -> list[FaultSpec]:
+    """Seed 003's faults on a 3-broker cluster: the input's partition leader killed while a steady batch's tasks run
+    with one of the query's requests in flight (a source's fetches; a sink's writes, in the same stage), then the
+    new leader cut off from its peers, then the active controller killed; each picked when it strikes and proven by
+    metadata (else the verdict is unknown). The same faults for a source and a sink: a sink's failover run reading
+    through the source judges the source too."""
+    return _chain([("node_moment", "kafka", {"moment": "reading", "action": "node_kill", "slow_link": "kafka",
                                              "slow_streams": "downstream", "latency_ms": rng.randrange(*_CUT_SLOW_MS),
                                              "fraction": round(rng.uniform(0.2, 0.8), 3)},
                     round(rng.uniform(4.0, 6.0), 3)),
@@ -449,7 +450,7 @@ def _network_runs(ref: str, connector: Connector, seed: int, side: str, workload
         runs.append(_planned(ref, connector, "failover", Scenario(
             name=f"{connector.name}-failover", **pipeline, parallelism=2,
             options={"max_records_per_batch": 100}, workload=workload(rng, 2400, rate=_FAILOVER_RATE),
-            schedule=_failover(rng, _SERVER_KILL_MOMENT[side]), brokers=3, topics=SAFE_TOPICS,
+            schedule=_failover(rng), brokers=3, topics=SAFE_TOPICS,
             faults_after_output=1, quiet_timeout_s=_QUIET_S), brokers=3))
     return runs
 

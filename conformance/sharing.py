@@ -42,6 +42,7 @@ from streamcert.conformance.catalogue import requirement
 from streamcert.conformance.plans import PlannedRun
 from streamcert.harness.faults.moments import MomentKillParams
 from streamcert.harness.faults.schedule import FaultSpec
+from streamcert.harness.verify.coverage import AIMED_FAULTS
 from streamcert.harness.systems import declared_output_system
 from streamcert.harness.systems.file_sink import SparkFileSink
 from streamcert.harness.systems.kafka_topics import KafkaTopics
@@ -59,6 +60,10 @@ _APPEND_ONLY = (KafkaTopics, SparkFileSink)
 #: ``assignment`` needs Spark's file sink (one data file per task and batch, rows with their source partition).
 _LAYOUT_CHECKS = {"assignment": (SparkFileSink,)}
 _MOMENT_KILL = "driver_kill_moment"
+
+
+#: The parameters of a fault aimed at a moment that say what it does (the others say how it aims).
+_WHAT_IS_STRUCK = ("moment", "batch_class", "cut", "cut_params", "action", "partition", "answering_s")
 
 
 def share_runs(runs: list[PlannedRun], connectors: Mapping[str, Connector]) -> list[PlannedRun]:
@@ -136,7 +141,12 @@ def _others(schedule: list[FaultSpec]) -> list[FaultSpec]:
 
 
 def _fault_kind(spec: FaultSpec) -> tuple:
-    return spec.fault, spec.target, tuple(sorted((key, repr(value)) for key, value in spec.params.items()))
+    """A fault as sharing compares it: its kind, target and parameters; for one aimed at a moment, what it strikes
+    and at which moment (how it aims inside the moment, the link's slowing while it watches, is tuning)."""
+    params = spec.params
+    if spec.fault in AIMED_FAULTS:
+        params = {key: value for key, value in params.items() if key in _WHAT_IS_STRUCK}
+    return spec.fault, spec.target, tuple(sorted((key, repr(value)) for key, value in params.items()))
 
 
 def _shape(workload: WorkloadSpec) -> WorkloadSpec:

@@ -509,9 +509,37 @@ def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int]
         producer.flush(timeout)
         producer.abort_transaction(timeout)
         return
-    try:
-        producer.commit_transaction(timeout)
-    except KafkaException:
-        # A commit that fails is aborted; its records must then never be seen.
-        txn_failed.add(txn)
-        producer.abort_transaction(timeout)
+    deadline = time.monotonic() + 4 * timeout
+    while True:
+        try:
+            producer.commit_transaction(timeout)
+            return
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            # a commit that timed out (a broker killed, a controller moving) goes on in the background: calling it
+            # again is librdkafka's way to learn how it ended; aborting meanwhile is refused as a conflict
+            if error is not None and error.retriable() and not error.txn_requires_abort() \
+                    and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            if error is not None and error.fatal():
+                raise
+            break
+    # A commit that fails is aborted; its records must then never be seen.
+    txn_failed.add(txn)
+    _abort(producer, timeout, deadline)
+
+
+def _abort(producer, timeout: float, deadline: float) -> None:
+    """Abort the open transaction, again while librdkafka says the abort may still succeed (until ``deadline``)."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        try:
+            producer.abort_transaction(timeout)
+            return
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if error is None or not error.retriable() or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)

@@ -122,14 +122,19 @@ def test_a_failover_run_hosts_the_source_s_only_when_it_carries_each_of_its_fail
     unshared = [dataclasses.replace(run, hosted_by=None, also_judges=()) for run in certification.runs]
     [source] = [run for run in unshared if run.connector == "streamcert-kafka" and run.name == "failover"]
     [host] = [run for run in unshared if run.connector == "streamcert-kafka-2pc" and run.name == "failover"]
-    assert [spec.fault for spec in host.scenario.schedule] == ["node_kill", "node_isolate", "node_kill"]
-    assert host.scenario.schedule != source.scenario.schedule  # struck at other times: the kinds count
+    assert [spec.fault for spec in host.scenario.schedule] == ["node_moment", "node_isolate", "node_kill"]
+    # struck at other times, aimed with other tunings: what is struck and at which moment count
+    assert host.scenario.schedule != source.scenario.schedule
     assert {(run.connector, run.name): run.hosted_by for run in share_runs(unshared, certification.connectors)
             if run.name == "failover"} == {("streamcert-kafka", "failover"): "streamcert-kafka-2pc",
                                            ("streamcert-kafka-2pc", "failover"): None}
     without_controller_kill = host.scenario.model_copy(update={"schedule": host.scenario.schedule[:2]})
+    kill, *rest = host.scenario.schedule
+    elsewhere = host.scenario.model_copy(update={"schedule": [
+        kill.model_copy(update={"params": {**kill.params, "moment": "commit_in_flight"}}), *rest]})
     one_broker = dataclasses.replace(host, brokers=1)
-    for changed_host in (dataclasses.replace(host, scenario=without_controller_kill), one_broker):
+    for changed_host in (dataclasses.replace(host, scenario=without_controller_kill),
+                         dataclasses.replace(host, scenario=elsewhere), one_broker):
         changed = [changed_host if run is host else run for run in unshared]
         assert not any(run.hosted_by for run in share_runs(changed, certification.connectors))
 

@@ -10,8 +10,11 @@ import pytest
 
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.stack.kafka_clients import create_topic, read_topic
-from streamcert.harness.run.workload import (HEADER_BYTES, Deliveries, Ledger, WorkloadSpec, decode_values,
-                                             encode_value, load_topic, plan, produce_record, record_id_of)
+from confluent_kafka import KafkaError, KafkaException
+
+from streamcert.harness.run.workload import (HEADER_BYTES, Deliveries, Ledger, WorkloadSpec, _end_transaction,
+                                             decode_values, encode_value, load_topic, plan, produce_record,
+                                             record_id_of)
 
 
 def test_same_seed_same_plan_other_seed_other_plan():
@@ -241,3 +244,47 @@ def test_the_tail_of_added_partitions_is_written_once_the_topic_grew_and_never_i
     began = time.monotonic()
     cut = load_topic(bootstrap, never, spec, grown=TopicGrowth(bootstrap, never, give_up=lambda: True)).frame
     assert time.monotonic() - began < 30 and 0 < len(cut) < 600 and (cut["partition"] < 2).all()
+
+
+class _Producer:
+    """A transactional producer whose commit fails with the given errors first (what librdkafka raises when a broker
+    dies mid-commit), then succeeds."""
+
+    def __init__(self, commit_errors, abort_errors=()):
+        self.commit_errors, self.abort_errors = list(commit_errors), list(abort_errors)
+        self.calls: list[str] = []
+
+    def commit_transaction(self, _timeout):
+        self.calls.append("commit")
+        if self.commit_errors:
+            raise KafkaException(self.commit_errors.pop(0))
+
+    def abort_transaction(self, _timeout):
+        self.calls.append("abort")
+        if self.abort_errors:
+            raise KafkaException(self.abort_errors.pop(0))
+
+
+def _error(code, **flags):
+    return KafkaError(code, "seen", **flags)
+
+
+def test_a_commit_that_timed_out_is_called_again_until_it_ends_and_the_records_stay_committed():
+    producer = _Producer([_error(KafkaError._TIMED_OUT, retriable=True)] * 2)
+    failed: set[int] = set()
+    _end_transaction(producer, False, 0.1, failed, 7)
+    assert producer.calls == ["commit", "commit", "commit"] and failed == set()
+
+
+def test_a_commit_that_needs_an_abort_is_aborted_and_its_transaction_counted_failed():
+    producer = _Producer([_error(KafkaError._FENCED, txn_requires_abort=True)],
+                         [_error(KafkaError._TIMED_OUT, retriable=True)])
+    failed: set[int] = set()
+    _end_transaction(producer, False, 0.1, failed, 7)
+    assert producer.calls == ["commit", "abort", "abort"] and failed == {7}
+
+
+def test_a_fatal_commit_error_is_raised():
+    producer = _Producer([_error(KafkaError._FENCED, fatal=True)])
+    with pytest.raises(KafkaException):
+        _end_transaction(producer, False, 0.1, set(), 7)
