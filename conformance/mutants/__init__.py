@@ -117,4 +117,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "size-flushed batch holds one record too many", frozenset({"AGG-2"}), frozenset({"AGG-3"})),
     Mutant(_ref("aggregator_new_before_buffered"), "plans a flush from the new records followed by the buffered ones: "
            "a batch cut from both holds a key's newer records before its older ones", frozenset({"AGG-1"})),
+    Mutant(_ref("source_groups_rows_by_key"), "sorts each chunk of records by key with an unstable sort: a key's "
+           "records of one partition leave the reader out of offset order", frozenset({"SRC-2"}),
+           frozenset({"SRC-6"})),
+    Mutant(_ref("source_refresher_thread"), "starts a partition refresher thread in its driver-side reader, not a "
+           "daemon and never stopped: the planner process outlives the query", frozenset({"GEN-3"}),
+           frozenset({"GEN-1"})),
+    Mutant(_ref("source_idle_task_waits"), "plans a task for every reader slot and reads until a record came: a task "
+           "with no partition polls for ever and its batch never ends", frozenset({"SRC-10"}), quick=False),
 )
