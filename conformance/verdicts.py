@@ -29,6 +29,7 @@ from streamcert.conformance.evidence import RunEvidence, evidence_check
 from streamcert.conformance.plans import PlannedRun
 from streamcert.conformance.witnesses import missing_witnesses, witness
 from streamcert.harness.results import RunResult
+from streamcert.harness.verify.aspects import aspect_of
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
 __all__ = ["VERDICTS", "FULL_PLAN_ONLY", "Verdict", "CapabilityVerdict", "JudgedRun", "judge", "skipped",
@@ -117,10 +118,12 @@ def _checks_of(requirement: Requirement, run: JudgedRun) -> list[CheckResult]:
     for name in requirement.checks:
         if name in EVIDENCE_CHECKS:
             checks.append(evidence_check(name, run.evidence, requirement))
-        elif name in by_name:
-            found = by_name[name]
-            checks.append(CheckResult(name, found["valid"], found.get("counts", {}), found.get("violations", []),
-                                      found.get("error"), found.get("data", {})))
+        elif name.partition(".")[0] in by_name:
+            checker, _, aspect = name.partition(".")
+            found = by_name[checker]
+            result = CheckResult(checker, found["valid"], found.get("counts", {}), found.get("violations", []),
+                                 found.get("error"), found.get("data", {}))
+            checks.append(aspect_of(result, aspect) if aspect else result)
         else:
             checks.append(CheckResult(name, UNKNOWN, {}, [], f"the run has no {name} check"))
     if requirement.faults and "fault_reached" not in requirement.checks:

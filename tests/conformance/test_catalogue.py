@@ -15,6 +15,7 @@ from streamcert.conformance.plans import cluster_runs, plan
 from streamcert.harness.errors import ConfigurationError
 from streamcert.harness.faults.registry import kinds
 from streamcert.harness.run.connectors import load_connector
+from streamcert.harness.verify.aspects import aspect_names
 from streamcert.harness.verify.checkers import AggregatorBatchChecker, exactly_once_checkers
 from streamcert.harness.verify.event_time import EventTimeDriftChecker
 
@@ -33,7 +34,7 @@ def test_every_requirement_of_the_spec_is_in_the_catalogue_once():
 @pytest.mark.parametrize("req", CATALOGUE, ids=lambda r: r.id)
 def test_each_requirement_names_faults_and_checks_that_exist(req):
     assert set(req.faults) <= set(kinds()), f"{req.id}: unknown fault kinds {set(req.faults) - set(kinds())}"
-    unknown = set(req.checks) - OUTPUT_CHECKERS - set(EVIDENCE_CHECKS)
+    unknown = set(req.checks) - OUTPUT_CHECKERS - set(EVIDENCE_CHECKS) - aspect_names()
     assert unknown == set(), f"{req.id}: no checker or evidence check called {unknown}"
     assert req.id.split("-")[0] == {"source": "SRC", "sink": "SNK", "aggregator": "AGG", "general": "GEN",
                                         "broker": "BRK"}[req.kind]
