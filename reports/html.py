@@ -175,19 +175,8 @@ def _coverage(coverage: dict[str, Any] | None) -> str:
     reached it, or yellow "missed"; an unplanned cell shows the kills that reached it anyway."""
     if not coverage:
         return ""
-    planned, reached = set(coverage.get("planned", [])), coverage.get("reached", {})
     head = "".join(f"<th>{escape(c.replace('_', ' '))}</th>" for c in _CLASSES)
-    rows = []
-    for moment in _MOMENTS:
-        cells = []
-        for batch_class in _CLASSES:
-            cell, kills = f"{moment}@{batch_class}", reached.get(f"{moment}@{batch_class}", 0)
-            if cell in planned:
-                cells.append(f'<td class="v pass">{kills} kill{"s" if kills != 1 else ""}</td>' if kills else
-                             '<td class="v unknown">missed</td>')
-            else:
-                cells.append(f'<td class="na">{kills} unplanned</td>' if kills else '<td class="na">–</td>')
-        rows.append(f"<tr><td>{escape(moment.replace('_', ' '))}</td>{''.join(cells)}</tr>")
+    rows = _grid_rows(_MOMENTS, _CLASSES, coverage, lambda kills: f'{kills} kill{"s" if kills != 1 else ""}')
     missing = coverage.get("missing", [])
     said = (f'<span class="unknown">&nbsp;{len(missing)} planned cell(s) missed&nbsp;</span>' if missing else
             '<span class="pass">&nbsp;every planned cell reached&nbsp;</span>')
@@ -195,26 +184,33 @@ def _coverage(coverage: dict[str, Any] | None) -> str:
             f'<table class="matrix"><tr><th>moment</th>{head}</tr>{"".join(rows)}</table></details>')
 
 
+def _grid_rows(rows: Any, columns: Any, coverage: dict[str, Any], reached_text: Any) -> list[str]:
+    """A grid's rows: a planned cell (``row@column``) is green with ``reached_text(count)``, or yellow "missed"; an
+    unplanned one shows what reached it anyway."""
+    planned, reached = set(coverage.get("planned", [])), coverage.get("reached", {})
+    out = []
+    for row in rows:
+        cells = []
+        for column in columns:
+            cell, count = f"{row}@{column}", reached.get(f"{row}@{column}", 0)
+            if cell in planned:
+                cells.append(f'<td class="v pass">{reached_text(count)}</td>' if count else
+                             '<td class="v unknown">missed</td>')
+            else:
+                cells.append(f'<td class="na">{count} unplanned</td>' if count else '<td class="na">–</td>')
+        out.append(f"<tr><td>{escape(row.replace('_', ' '))}</td>{''.join(cells)}</tr>")
+    return out
+
+
 def _strike_coverage(coverage: dict[str, Any] | None) -> str:
     """The grid of a run's faults aimed at moments: moments (rows) x what was struck (columns); a planned cell is
     green with the strikes that found something of the query in flight, or yellow "missed"."""
     if not coverage:
         return ""
-    planned, reached = coverage.get("planned", []), coverage.get("reached", {})
-    cells = [name.split("@", 1) for name in [*planned, *reached]]
+    cells = [name.split("@", 1) for name in [*coverage.get("planned", []), *coverage.get("reached", {})]]
     moments = [m for m in _MOMENTS if any(moment == m for moment, _ in cells)]
     struck = sorted({what for _, what in cells})
-    rows = []
-    for moment in moments:
-        row = []
-        for what in struck:
-            cell, count = f"{moment}@{what}", reached.get(f"{moment}@{what}", 0)
-            if cell in planned:
-                row.append(f'<td class="v pass">{count} in flight</td>' if count else
-                           '<td class="v unknown">missed</td>')
-            else:
-                row.append(f'<td class="na">{count} unplanned</td>' if count else '<td class="na">–</td>')
-        rows.append(f"<tr><td>{escape(moment.replace('_', ' '))}</td>{''.join(row)}</tr>")
+    rows = _grid_rows(moments, struck, coverage, lambda count: f"{count} in flight")
     head = "".join(f"<th>{escape(what.replace('_', ' '))}</th>" for what in struck)
     missing = coverage.get("missing", [])
     said = (f'<span class="unknown">&nbsp;{len(missing)} planned cell(s) missed&nbsp;</span>' if missing else

@@ -126,4 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
            frozenset({"GEN-1"})),
     Mutant(_ref("source_idle_task_waits"), "plans a task for every reader slot and reads until a record came: a task "
            "with no partition polls for ever and its batch never ends", frozenset({"SRC-10"}), quick=False),
+    Mutant(_ref("source_quiet_partition_done"), "ends a reader task that got no record for a second with what it "
+           "read: a range cut short by a network or broker fault is committed as read", frozenset({"SRC-8"}),
+           quick=False),
 )

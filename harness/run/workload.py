@@ -510,36 +510,32 @@ def _end_transaction(producer, abort: bool, timeout: float, txn_failed: set[int]
         producer.abort_transaction(timeout)
         return
     deadline = time.monotonic() + 4 * timeout
-    while True:
-        try:
-            producer.commit_transaction(timeout)
-            return
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            # a commit that timed out (a broker killed, a controller moving) goes on in the background: calling it
-            # again is librdkafka's way to learn how it ended; aborting meanwhile is refused as a conflict
-            if error is not None and error.retriable() and not error.txn_requires_abort() \
-                    and time.monotonic() < deadline:
-                time.sleep(0.2)
-                continue
-            if error is not None and error.fatal():
-                raise
-            break
+    # a commit that timed out (a broker killed, a controller moving) goes on in the background: calling it again is
+    # librdkafka's way to learn how it ended; aborting meanwhile is refused as a conflict
+    error = _until_settled(lambda: producer.commit_transaction(timeout), deadline,
+                           again=lambda e: e.retriable() and not e.txn_requires_abort())
+    if error is None:
+        return
+    if error.fatal():
+        raise KafkaException(error)
     # A commit that fails is aborted; its records must then never be seen.
     txn_failed.add(txn)
-    _abort(producer, timeout, deadline)
+    error = _until_settled(lambda: producer.abort_transaction(timeout), deadline, again=lambda e: e.retriable())
+    if error is not None:
+        raise KafkaException(error)
 
 
-def _abort(producer, timeout: float, deadline: float) -> None:
-    """Abort the open transaction, again while librdkafka says the abort may still succeed (until ``deadline``)."""
-    from confluent_kafka import KafkaException
+def _until_settled(call: Callable[[], None], deadline: float, again: Callable[[Any], bool]) -> Any:
+    """``call()`` until it returns (None) or raises a KafkaError that ``again`` does not retry, or ``deadline``
+    passed (that error)."""
+    from confluent_kafka import KafkaError, KafkaException
 
     while True:
         try:
-            producer.abort_transaction(timeout)
-            return
+            call()
+            return None
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if error is None or not error.retriable() or time.monotonic() >= deadline:
-                raise
+            error = exc.args[0] if exc.args else KafkaError(KafkaError._FAIL)
+            if not again(error) or time.monotonic() >= deadline:
+                return error
             time.sleep(0.2)

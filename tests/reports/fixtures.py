@@ -47,7 +47,9 @@ def certification_results(complete: bool = True) -> dict:
              "duration_s": 61.5, "driver_attempts": 3, "faults": 2, "error": None},
             {"connector": "dup-sink", "scenario": "driver-kills", "judges": ["SNK-1", "GEN-1"],
              "folder": "runs/dup-sink/driver-kills", "seed": 78, "complete": True, "valid": False,
-             "duration_s": 90.25, "driver_attempts": 4, "faults": 3, "error": None},
+             "duration_s": 90.25, "driver_attempts": 4, "faults": 3, "error": None,
+             "strike_coverage": {"planned": ["writing@reset_peer", "commit_in_flight@server_kill"],
+                                 "reached": {"writing@reset_peer": 1}, "missing": ["commit_in_flight@server_kill"]}},
             {"connector": "dup-sink", "scenario": "zombies", "judges": ["SNK-6"], "folder": "runs/dup-sink/zombies",
              "seed": 79, "complete": False, "valid": "unknown", "duration_s": 12.0, "driver_attempts": 1,
              "faults": 0, "error": "StartupFailed: the driver exited"}]

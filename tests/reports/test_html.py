@@ -47,7 +47,8 @@ def test_each_matrix_cell_links_to_its_evidence(page):
                                     ("pass", "v-dup-sink-GEN-1")])
     for _, anchor in cells:
         assert f'id="{anchor}"' in page
-    assert page.count('<td class="na"') == 2 * 5 - 5  # requirements a connector has no verdict for
+    verdicts = page[:page.index("<h2>Scenario runs</h2>")]
+    assert verdicts.count('<td class="na"') == 2 * 5 - 5  # requirements a connector has no verdict for
     assert "duplicate invalid (deliveries=660, duplicated_ids=60)" in page and "r-000017" in page
 
 
@@ -101,3 +102,11 @@ def test_a_run_whose_results_are_missing_or_torn_shows_its_summary_only(tmp_path
     assert set(certification.runs) == {"runs/dup-sink/driver-kills"}
     page = report_html(certification)
     assert "62 s · 3 driver attempt(s)" in page and page.count("<svg") == 1
+
+
+def test_a_run_with_faults_aimed_at_moments_shows_their_grid_with_the_missed_cell(page):
+    grid = page[page.index("moment × struck"):]
+    grid = grid[:grid.index("</table>")]
+    assert "1 planned cell(s) missed" in grid and "<th>reset peer</th><th>server kill</th>" in grid
+    assert '<td>writing</td><td class="v pass">1 in flight</td>' in grid
+    assert '<td>commit in flight</td><td class="na">–</td><td class="v unknown">missed</td>' in grid
