@@ -65,6 +65,8 @@ WITNESSES = {
     "replay_after_commit_returned": "the driver was killed with Spark's write of commits/N held (the sink's commit of "
                                     "batch N had returned, the batch was not logged), and a later attempt ran batch N "
                                     "again",
+    "idle_reader_tasks_read": "an attempt that ran with more reader tasks than the input had partitions committed "
+                              "a batch that read input",
     "cut_in_flight": "each network cut, server kill and leader failover aimed at a moment of the query struck in it "
                      "with something in flight on the link (a statement the server ran, a request awaiting its "
                      "answer)",
@@ -209,8 +211,10 @@ CATALOGUE: tuple[Requirement, ...] = (
          "Every batch's offset range holds at most the limit, and the backlog is drained.",
          runs=("baseline", "bounded"), checks=("admission", "lost", "duplicate")),
     _req("SRC-10", "Idle reader tasks (more tasks than partitions) do not stall the query.",
-         "Read a topic with fewer partitions than reader tasks, some of them empty.",
-         "Batches keep committing and every record is delivered.", runs=("rescale",), checks=("progress", "lost")),
+         "Restart the query with more reader tasks (5) than the input has partitions (3) and let it read before "
+         "the topic grows.",
+         "Batches keep committing and every record is delivered.", runs=("rescale",), checks=("progress", "lost"),
+         witnesses=("idle_reader_tasks_read",)),
     _req("SRC-11", "Event-time drift between partitions stays within the claimed bound.",
          "Produce a skewed backlog (the last partition's records hours ahead in event time of the others', records "
          "arriving while the query runs) and read it with the source's alignment bound set (the run's option "

@@ -240,6 +240,7 @@ def progress(evidence: RunEvidence) -> CheckResult:
         if not any(e.get("time", 0) > stop["time"] for e in events):
             stalls.append({"fault": stop.get("fault"), "stopped_at": stop["time"],
                            "detail": "no progress reported after the fault healed"})
+    stalls += _waited_in_vain(evidence, events)
     counts = {"progress_events": len(events), "batches_with_input": with_input, "malformed": len(malformed),
               "stalls": len(stalls)}
     if not events:
@@ -247,6 +248,30 @@ def progress(evidence: RunEvidence) -> CheckResult:
     valid = with_input > 0 and not malformed and not stalls
     return _result("progress", valid, counts, malformed + stalls,
                    None if valid else "progress was missing, malformed, or stopped after a fault")
+
+
+def _waited_in_vain(evidence: RunEvidence, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stalls seen by a fault that waited for the query to read (``add_partitions`` with ``after_input_read_s``):
+    its attempt read nothing while the input held acknowledged records that no batch had read yet (more written
+    before the wait than all batches reported reading by its end; a replayed batch counts twice, so this errs
+    towards no stall)."""
+    ledger = evidence.ledger
+    if ledger is None or "produced_at" not in ledger.columns:
+        return []
+    stalls = []
+    for event in evidence.fault_starts():
+        if event.get("fault") != "add_partitions" or event.get("attempt_read_input") is not False:
+            continue
+        ended = float(event.get("added_at", event["time"]))
+        began = ended - float(event.get("waited_s") or 0)
+        written = int(((ledger["status"] == "acked") & (ledger["produced_at"] < began)).sum()) \
+            if "status" in ledger.columns else 0
+        read = sum(int(e.get("numInputRows") or 0) for e in events if float(e.get("time") or 0) <= ended)
+        if written > read:
+            stalls.append({"fault": "add_partitions", "attempt": event.get("waited_for_attempt"),
+                           "detail": f"the attempt read nothing in {event.get('waited_s')} s while {written - read} "
+                                     "acknowledged records were unread"})
+    return stalls
 
 
 def admission(evidence: RunEvidence) -> CheckResult:

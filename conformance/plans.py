@@ -351,6 +351,8 @@ def _zombie_records(batch: int, zombies: list) -> int:
 #: Seconds the driver may stay frozen while the input gains a partition and the load writes into it (it writes within
 #: a second of the growth here): the query finds the partition with records in it, whatever its discovery interval.
 _GROWTH_FREEZE_S = 15.0
+#: Seconds the growth waits for the attempt before it (the one with more reader tasks than partitions) to read input.
+_READ_BEFORE_GROWTH_S = 60.0
 
 
 def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperative: bool) -> list[PlannedRun]:
@@ -381,8 +383,9 @@ def _source_runs(ref: str, connector: Connector, seed: int, quick: bool, coopera
     # a topic gains a partition between the rescales, and the workload's tail is written into it once it exists
     # (SRC-5's witness: records of a partition added mid-run read back); another system's input keeps its layout
     workload = _workload(rng, 2400, added_partitions=1 if kafka_input else 0)
-    grow = [("add_partitions", "kafka", {"count": workload.final_partitions, "freeze_driver_s": _GROWTH_FREEZE_S},
-             0.0)] if kafka_input else []
+    # the attempt raised to 5 reader tasks over 3 partitions reads before the growth (SRC-10's idle reader tasks)
+    grow = [("add_partitions", "kafka", {"count": workload.final_partitions, "freeze_driver_s": _GROWTH_FREEZE_S,
+                                         "after_input_read_s": _READ_BEFORE_GROWTH_S}, 0.0)] if kafka_input else []
     runs.append(_planned(ref, connector, "rescale", Scenario(
         name=f"{connector.name}-rescale", source=ref, sink=SINK_PARTNER, parallelism=2,
         options={"max_records_per_batch": 60}, workload=workload,

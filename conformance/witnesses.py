@@ -20,7 +20,7 @@ from streamcert.harness.faults.at_moment import MOMENT_FAULTS
 from streamcert.harness.verify.checkers import UNKNOWN, CheckResult
 
 __all__ = ["WITNESS_FINDERS", "witness", "added_partition_read", "rescaled_restart",
-           "replay_after_commit_returned", "cut_in_flight", "missing_witnesses"]
+           "replay_after_commit_returned", "cut_in_flight", "idle_reader_tasks_read", "missing_witnesses"]
 
 #: The fault kind that kills the driver with a checkpoint write held (:mod:`streamcert.harness.faults.held_kill`).
 _HELD_KILL = "driver_kill_log_held"
@@ -91,6 +91,42 @@ def rescaled_restart(evidence: RunEvidence) -> CheckResult:
     return _seen(name, counts, why, rescales=rescales)
 
 
+def idle_reader_tasks_read(evidence: RunEvidence) -> CheckResult:
+    """SRC-10: an attempt that ran with more reader tasks than the input had partitions committed a batch that read
+    input (some of its tasks had nothing to read, and the query went on). An attempt's parallelism is the scenario's
+    for the first and a ``rescale``'s for the one it started; the partitions are the workload's until an
+    ``add_partitions`` grew them."""
+    name = "idle_reader_tasks_read"
+    parallelism = {1: evidence.scenario.get("parallelism")}
+    for stop in evidence.history:
+        if stop["kind"] == "fault-stop" and stop.get("fault") == "rescale" and stop.get("attempt") is not None:
+            parallelism[stop["attempt"]] = stop.get("parallelism")
+    growths = sorted((float(e.get("added_at", e["time"])), int((e.get("params") or {}).get("count") or 0))
+                     for e in evidence.fault_starts() if e.get("fault") == "add_partitions")
+    created = int((evidence.scenario.get("workload") or {}).get("partitions") or 0)
+
+    def partitions_at(when: float) -> int:
+        return max([created, *(count for added_at, count in growths if added_at <= when)])
+
+    attempts: dict[Any, dict[str, Any]] = {}
+    for event in evidence.progress_events():
+        tasks, rows = parallelism.get(event.get("attempt")), int(event.get("numInputRows") or 0)
+        if tasks is None or not created:
+            continue
+        seen = attempts.setdefault(event.get("attempt"), {"attempt": event.get("attempt"), "reader_tasks": tasks,
+                                                          "partitions": partitions_at(float(event.get("time") or 0)),
+                                                          "rows_read": 0})
+        seen["rows_read"] += rows
+    idle = [a for a in attempts.values() if a["reader_tasks"] > a["partitions"]]
+    witnessed = [a for a in idle if a["rows_read"] > 0]
+    counts = {"attempts_with_idle_tasks": len(idle), "witnessed": len(witnessed)}
+    if witnessed:
+        return _seen(name, counts, None, attempts=list(attempts.values()))
+    why = ("no attempt that reported progress ran with more reader tasks than the input's partitions" if not idle
+           else "no attempt with more reader tasks than partitions read input")
+    return _seen(name, counts, why, attempts=list(attempts.values()))
+
+
 def replay_after_commit_returned(evidence: RunEvidence) -> CheckResult:
     """SNK-4, AGG-4: a ``driver_kill_log_held`` kill held Spark's write of ``commits/N`` (so the sink's commit of
     batch N had returned) and killed the driver there, and a later attempt ran batch N again (a progress report of
@@ -157,6 +193,7 @@ def cut_in_flight(evidence: RunEvidence) -> CheckResult:
 WITNESS_FINDERS: dict[str, Callable[[RunEvidence], CheckResult]] = {
     "added_partition_read": added_partition_read, "rescaled_restart": rescaled_restart,
     "replay_after_commit_returned": replay_after_commit_returned, "cut_in_flight": cut_in_flight,
+    "idle_reader_tasks_read": idle_reader_tasks_read,
 }
 
 

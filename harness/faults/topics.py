@@ -5,7 +5,8 @@ from before the partitions are added until the input's committed records reach e
 find the new partitions with records already in them, so a source that starts a found partition at its end, not at
 its earliest, loses those records whatever its discovery interval (SRC-5's witness, records written before the
 partition was found). The workload writes into the added partitions once they exist
-(:attr:`~streamcert.harness.run.workload.WorkloadSpec.added_partitions`).
+(:attr:`~streamcert.harness.run.workload.WorkloadSpec.added_partitions`). With ``after_input_read_s`` it first waits
+for the attempt running to read input, so that a rescale before it is seen reading (SRC-10's idle reader tasks).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class AddPartitionsParams(FaultParams):
                                    description="freeze the driver from before the partitions are added until the "
                                                "input's committed records reach every added partition, at most this "
                                                "long (0: no freeze): the query then finds them with records in them")
+    after_input_read_s: float = Field(0.0, ge=0, le=300, allow_inf_nan=False,
+                                      description="before growing the topic, wait at most this long for the driver's "
+                                                  "current attempt to commit a batch that read input (0: do not "
+                                                  "wait): the attempt before the growth is seen reading (a rescale "
+                                                  "to more reader tasks than partitions, SRC-10)")
 
 
 @fault_kind("add_partitions", targets=("kafka",), params=AddPartitionsParams)
@@ -42,6 +48,7 @@ class AddPartitionsFault(Fault):
         from streamcert.harness.stack.kafka_clients import add_partitions, partition_leaders
 
         bootstrap = self.environment.endpoints.bootstrap_servers
+        read_first = self._input_read() if self.params.after_input_read_s else {}
         before = len(partition_leaders(bootstrap, self.input_topic))
         freeze = self.params.freeze_driver_s
         if freeze:
@@ -55,9 +62,21 @@ class AddPartitionsFault(Fault):
         finally:
             if freeze:
                 self.driver.resume()
-        return {"topic": self.input_topic, "added_at": added_at, "partitions_before": before,
+        return {"topic": self.input_topic, "added_at": added_at, "partitions_before": before, **read_first,
                 **({"frozen_s": round(time.monotonic() - frozen_at, 3), "written_before_found": written}
                    if freeze else {})}
+
+    def _input_read(self) -> dict[str, Any]:
+        """Wait (at most ``after_input_read_s``) for the current attempt to commit a batch that read input: which
+        attempt, and whether it did (a query that read nothing then is the run's checks' to judge)."""
+        driver = self.driver
+        attempt, began = driver.attempt, time.monotonic()
+        read = within(lambda: any(e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0
+                                  for e in driver.events(attempt)),
+                      what="a batch that read input", timeout=self.params.after_input_read_s, interval=0.2,
+                      abort=lambda: None if driver.is_running() and not self.cancelled else "the driver stopped")
+        return {"waited_for_attempt": attempt, "attempt_read_input": bool(read),
+                "waited_s": round(time.monotonic() - began, 3)}
 
     def _committed_into(self, bootstrap: str, added: range, deadline: float) -> dict[str, int]:
         """The committed end offset of each added partition once every one has records, or at ``deadline``."""

@@ -3,6 +3,7 @@ evidence, and invalid or unknown on broken evidence (a check that cannot fail is
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from streamcert.conformance.catalogue import requirement
@@ -279,3 +280,22 @@ def test_a_kill_point_that_was_not_reached_does_not_spoil_a_requirement_that_jud
     missed_point = _kill("driver_kill_at", params={"point": "sink.after-commit"}, reached=False)
     found = faults_happened(_evidence([_kill("driver_kill"), missed_point]), ("driver_kill", "driver_kill_at"))
     assert found.valid is True
+
+
+def _waited(read_input: bool, waited_s: float = 60.0, added_at: float = 100.0):
+    return _kill("add_partitions", time=added_at, added_at=added_at, attempt_read_input=read_input,
+                 waited_s=waited_s, waited_for_attempt=2)
+
+
+def _acked_before(count: int, at: float = 30.0) -> pd.DataFrame:
+    return pd.DataFrame({"id": range(count), "status": "acked", "produced_at": at})
+
+
+def test_an_attempt_that_read_nothing_while_records_waited_is_a_stall():
+    events = [_progress(0, 60, time=20.0)]
+    stalled = RunEvidence([_waited(False)], events, {}, {}, ledger=_acked_before(200))
+    assert progress(stalled).valid is False
+    assert "140 acknowledged records were unread" in str(progress(stalled).violations)
+    # it read: no stall; nothing was left to read: no stall either
+    assert progress(RunEvidence([_waited(True)], events, {}, {}, ledger=_acked_before(200))).valid is True
+    assert progress(RunEvidence([_waited(False)], events, {}, {}, ledger=_acked_before(60))).valid is True

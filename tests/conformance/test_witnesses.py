@@ -8,8 +8,9 @@ import pytest
 
 from streamcert.conformance.catalogue import CATALOGUE, WITNESSES, requirement
 from streamcert.conformance.evidence import RunEvidence
-from streamcert.conformance.witnesses import (WITNESS_FINDERS, added_partition_read, cut_in_flight, missing_witnesses,
-                                              replay_after_commit_returned, rescaled_restart, witness)
+from streamcert.conformance.witnesses import (WITNESS_FINDERS, added_partition_read, cut_in_flight,
+                                              idle_reader_tasks_read, missing_witnesses, replay_after_commit_returned,
+                                              rescaled_restart, witness)
 
 _ADDED_AT = 100.0
 
@@ -149,4 +150,35 @@ def test_cuts_struck_in_their_moment_with_something_in_flight_witness_the_networ
 ])
 def test_a_cut_that_missed_its_moment_or_found_nothing_in_flight_is_unknown_naming_it(history, why):
     found = cut_in_flight(_evidence(history))
+    assert found.valid == "unknown" and why in found.error
+
+
+def _rescale_stop(attempt, parallelism, at):
+    return {"kind": "fault-stop", "time": at, "fault": "rescale", "attempt": attempt, "parallelism": parallelism}
+
+
+def _read_by(attempt, rows, at):
+    return {"event": "progress", "attempt": attempt, "numInputRows": rows, "time": at, "batchId": int(at)}
+
+
+_GROWN = {"kind": "fault-start", "time": 20.0, "added_at": 20.0, "fault": "add_partitions", "params": {"count": 6}}
+
+
+def test_an_attempt_with_more_reader_tasks_than_partitions_that_read_input_witnesses_src10():
+    found = idle_reader_tasks_read(_evidence([_rescale_stop(2, 5, 10.0), _GROWN, _rescale_stop(3, 1, 30.0)],
+                                             [_read_by(1, 60, 5.0), _read_by(2, 60, 15.0), _read_by(3, 60, 35.0)]))
+    assert found.valid is True and found.counts == {"attempts_with_idle_tasks": 1, "witnessed": 1}
+    assert found.data["attempts"][1] == {"attempt": 2, "reader_tasks": 5, "partitions": 3, "rows_read": 60}
+
+
+@pytest.mark.parametrize("history, events, why", [
+    # the attempt with 5 tasks read nothing: only the one with 1 task did
+    ([_rescale_stop(2, 5, 10.0), _rescale_stop(3, 1, 30.0)], [_read_by(2, 0, 15.0), _read_by(3, 60, 35.0)],
+     "no attempt with more reader tasks than partitions read input"),
+    # it read only once the topic had grown past its task count
+    ([_rescale_stop(2, 5, 10.0), _GROWN], [_read_by(2, 60, 25.0)], "no attempt that reported progress ran with more"),
+    ([], [_read_by(1, 60, 5.0)], "no attempt that reported progress ran with more"),
+])
+def test_without_an_attempt_that_read_with_idle_tasks_src10_is_unwitnessed(history, events, why):
+    found = idle_reader_tasks_read(_evidence(history, events))
     assert found.valid == "unknown" and why in found.error
