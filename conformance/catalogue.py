@@ -67,9 +67,9 @@ WITNESSES = {
                                     "again",
     "idle_reader_tasks_read": "an attempt that ran with more reader tasks than the input had partitions committed "
                               "a batch that read input",
-    "cut_in_flight": "each network cut, server kill and leader failover aimed at a moment of the query struck in it "
-                     "with something in flight on the link (a statement the server ran, a request awaiting its "
-                     "answer)",
+    "cut_in_flight": "each network cut, server kill and leader failover aimed at a moment of the query struck in it, "
+                     "at least one with something in flight on the link (a statement the server ran, a request "
+                     "awaiting its answer)",
 }
 
 _OUTPUT = ("lost", "duplicate", "unexpected", "aborted_read", "per_key_order")

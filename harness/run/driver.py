@@ -320,17 +320,19 @@ class DriverProcess(ProcessBacked):
         self._remove_scratch()
 
     def process_ids(self) -> set[int]:
-        """The driver's process and every process under it (its JVM, the Python workers, the processes the fork
-        server started for it): the query's own, whatever group they moved to. Empty once it is gone."""
+        """The driver's process, every process under it (its JVM, the Python workers) and every process carrying
+        its token (the Python processes a fork server outside its tree started for it: the data source planner,
+        a sink's commit): the query's own. Empty once it is gone."""
         import psutil
 
         pid = self._process.pid if self._process is not None else None
         if pid is None or not self.is_running():
             return set()
+        carriers = set(processes_with_token(self._driver_token, var=DRIVER_TOKEN_VAR)) if self._driver_token else set()
         try:
-            return {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
+            return {pid, *carriers, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
         except psutil.Error:
-            return set()
+            return carriers
 
     def _outside_group(self) -> list:
         """The processes under the driver in process groups of their own (none once it is gone)."""

@@ -13,6 +13,7 @@ import pytest
 
 from streamcert.harness.faults import in_flight
 from streamcert.harness.faults.in_flight import connections_to, postgres_statements, statement_kind
+from streamcert.harness.stack.postgres import HARNESS_APPLICATION
 
 needs_ss = pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) is not installed")
 
@@ -83,11 +84,13 @@ def test_a_running_postgresql_statement_is_seen_with_its_kind(stack):
     sleeper = threading.Thread(target=sleep)
     sleeper.start()
     try:
-        deadline = time.monotonic() + 5
-        found: list = []
-        while time.monotonic() < deadline and not found:
-            found = [s for s in postgres_statements(dsn) or [] if "pg_sleep" in s["statement"]]
-            time.sleep(0.05)
+        with psycopg.connect(dsn, autocommit=True, application_name=HARNESS_APPLICATION) as looker:
+            deadline = time.monotonic() + 5
+            found: list = []
+            while time.monotonic() < deadline and not found:
+                found = [s for s in postgres_statements(looker) or [] if "pg_sleep" in s["statement"]]
+                time.sleep(0.05)
+            assert not [s for s in postgres_statements(looker) if "pg_stat_activity" in s["statement"]]  # its own
     finally:
         sleeper.join()
     assert found and found[0]["state"] == "active" and found[0]["kind"] == "SELECT"
