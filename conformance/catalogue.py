@@ -197,7 +197,8 @@ CATALOGUE: tuple[Requirement, ...] = (
     _req("SRC-8", "The source survives every network toxic on the link to what it reads, that server's kill, restart "
          "and pause, and (reading Kafka) leader failover on a 3-broker cluster, without loss or duplicate.",
          "Slow the input's link with seeded toxics; cut it (reset, timeout, data limit or down, seeded) while a "
-         "steady batch plans and while it reads, its answers slowed so that a request waits for one; restart and "
+         "steady batch reads and while the next one's end is asked for, its answers slowed so that a request waits "
+         "for one; restart and "
          "pause its server and kill it while a batch reads (the broker, or the source's own external system as far "
          "as it takes them); a Kafka source also runs on a 3-broker cluster (replication factor 3, min ISR 2): kill "
          "the input's partition leader while a batch reads, cut the new leader off from its peers, kill the active "

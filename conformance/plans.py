@@ -421,8 +421,10 @@ def _skew_run(ref: str, connector: Connector, seed: int) -> PlannedRun:
 
 
 #: The moments a network run's cuts aim at, by the connector's side of the pipeline: a source's requests go out while
-#: its driver plans a batch and its tasks read; a sink's while its tasks write and its driver commits.
-_CUT_MOMENTS = {"source": ("reading", "planning"), "sink": ("writing", "commit_in_flight")}
+#: its tasks read and, between batches, while its driver asks for the next batch's end (``latestOffset`` runs after
+#: ``commits/N`` and before ``offsets/N+1``: the ``just_committed`` moment; a simple reader reads there too); a sink's
+#: while its tasks write and its driver commits.
+_CUT_MOMENTS = {"source": ("reading", "just_committed"), "sink": ("writing", "commit_in_flight")}
 #: The moment a server kill of the network run aims at, by side: a source's fetches, a sink's commit.
 _SERVER_KILL_MOMENT = {"source": "reading", "sink": "commit_in_flight"}
 #: The network toxics that slow a link rather than cut it: on the run's clock (they span many moments).

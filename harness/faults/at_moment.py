@@ -123,10 +123,10 @@ class FaultAtMoment(DriverKillAtMoment):
         """Strike only with something of the query's in flight on the target's link: looked at first with the query
         running (cheap; nothing yet: a quiet look, the watch goes on in this moment), then again with the driver
         frozen, when the checkpoint still agrees with the look; the struck fault starts then, and the driver goes on
-        within :data:`_FROZEN_AT_MOST_S` whatever the fault still waits for. In the last batch it may watch it strikes
-        at its aim whatever is in flight: a connector that does not use the link in this moment (a simple reader
+        within :data:`_FROZEN_AT_MOST_S` whatever the fault still waits for. Past half the batches it may watch it
+        strikes at its aim whatever is in flight: a connector that does not use the link in this moment (a simple reader
         reads while it plans) has the fault there all the same, its event saying nothing was in flight."""
-        last_chance = self._watched >= self.params.tries - 1
+        last_chance = self._watched >= self.params.tries // 2
         if not _anything(self._in_flight()) and not last_chance:
             return self._strike(seen, landed=False, quiet=True)
         driver = self.driver

@@ -189,7 +189,7 @@ def test_wanted_requirements_keep_only_the_runs_that_judge_them():
 
 
 @pytest.mark.parametrize("reference, moments, server", [
-    ("streamcert-kafka", ["reading", "planning", "reading"], "kafka"),
+    ("streamcert-kafka", ["reading", "just_committed", "reading"], "kafka"),
     ("streamcert-kafka-2pc", ["writing", "commit_in_flight", "commit_in_flight"], "kafka"),
     ("streamcert-pg-2pc", ["writing", "commit_in_flight", "commit_in_flight"], "postgres"),
 ])
