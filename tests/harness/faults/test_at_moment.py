@@ -15,6 +15,7 @@ from streamcert.harness.faults.base import FaultContext
 from streamcert.harness.faults.registry import kinds
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.history import History
+from tests.harness.faults.planned_runs import sink_run
 
 
 def _spec(fault: str, target: str, **params) -> FaultSpec:
@@ -69,19 +70,7 @@ def test_each_kind_is_in_the_families_of_what_it_strikes():
 
 
 def _network_run(stack, tmp_path: Path, reference: str, schedule: list[FaultSpec]):
-    from streamcert.conformance.certify import evidence_of
-    from streamcert.conformance.plans import plan
-    from streamcert.conformance.verdicts import JudgedRun
-    from streamcert.harness.run.connectors import load_connector
-    from streamcert.harness.scenario import run_scenario
-
-    sink = load_connector(reference, "sink")
-    [network] = [run for run in plan(reference, sink, seed=1, wanted={"SNK-7"}) if run.name == "network"]
-    workload = network.scenario.workload.__class__(**{**network.scenario.workload.as_dict(), "total": 1500})
-    scenario = network.scenario.model_copy(update={"schedule": schedule, "workload": workload})
-    result = run_scenario(stack, scenario, tmp_path / "run")
-    assert result.complete, result.error
-    return sink, JudgedRun(network, result, evidence_of(network, result, tmp_path / "run", sink), Path("run"))
+    return sink_run(stack, tmp_path, reference, "network", "SNK-7", schedule, 1500)
 
 
 @pytest.mark.integration

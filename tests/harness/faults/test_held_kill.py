@@ -9,24 +9,15 @@ from pathlib import Path
 import pytest
 
 from streamcert.conformance.catalogue import requirement
-from streamcert.conformance.certify import evidence_of
-from streamcert.conformance.plans import plan
-from streamcert.conformance.verdicts import JudgedRun, judge
+from streamcert.conformance.verdicts import judge
 from streamcert.harness.faults.schedule import FaultSpec
-from streamcert.harness.run.connectors import load_connector
-from streamcert.harness.scenario import run_scenario
+from tests.harness.faults.planned_runs import sink_run
 
 _SINK = "streamcert-kafka-2pc"
 
 
 def _kill_run(stack, tmp_path: Path, schedule: list[FaultSpec]):
-    sink = load_connector(_SINK, "sink")
-    [kills] = [run for run in plan(_SINK, sink, seed=1, quick=True, wanted={"SNK-4"}) if run.name == "driver-kills"]
-    workload = kills.scenario.workload.__class__(**{**kills.scenario.workload.as_dict(), "total": 900})
-    scenario = kills.scenario.model_copy(update={"schedule": schedule, "workload": workload})
-    result = run_scenario(stack, scenario, tmp_path / "run")
-    assert result.complete, result.error
-    return sink, JudgedRun(kills, result, evidence_of(kills, result, tmp_path / "run", sink), Path("run"))
+    return sink_run(stack, tmp_path, _SINK, "driver-kills", "SNK-4", schedule, 900, quick=True)
 
 
 @pytest.mark.integration
