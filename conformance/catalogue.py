@@ -60,8 +60,8 @@ WITNESSES = {
     "added_partition_read": "records were written into a partition the input gained while the query ran, some of "
                             "them before the query could find it (its driver held until they were committed), and "
                             "the query read them back",
-    "rescaled_restart": "the query restarted with another parallelism than its attempt before, and the new attempt "
-                        "committed a batch that read input",
+    "rescaled_restart": "the query restarted with another parallelism than its attempt before, and each such new "
+                        "attempt committed a batch that read input",
     "replay_after_commit_returned": "the driver was killed with Spark's write of commits/N held (the sink's commit of "
                                     "batch N had returned, the batch was not logged), and a later attempt ran batch N "
                                     "again",

@@ -251,7 +251,8 @@ def progress(evidence: RunEvidence) -> CheckResult:
 
 
 def _waited_in_vain(evidence: RunEvidence, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stalls seen by a fault that waited for the query to read (``add_partitions`` with ``after_input_read_s``):
+    """Stalls seen by a fault that waited for the query to read (``add_partitions`` or ``rescale`` with
+    ``after_input_read_s``):
     its attempt read nothing while the input held acknowledged records that no batch had read yet (more written
     before the wait than all batches reported reading by its end; a replayed batch counts twice, so this errs
     towards no stall)."""
@@ -260,7 +261,7 @@ def _waited_in_vain(evidence: RunEvidence, events: list[dict[str, Any]]) -> list
         return []
     stalls = []
     for event in evidence.fault_starts():
-        if event.get("fault") != "add_partitions" or event.get("attempt_read_input") is not False:
+        if event.get("attempt_read_input") is not False:
             continue
         ended = float(event.get("added_at", event["time"]))
         began = ended - float(event.get("waited_s") or 0)
@@ -268,7 +269,7 @@ def _waited_in_vain(evidence: RunEvidence, events: list[dict[str, Any]]) -> list
             if "status" in ledger.columns else 0
         read = sum(int(e.get("numInputRows") or 0) for e in events if float(e.get("time") or 0) <= ended)
         if written > read:
-            stalls.append({"fault": "add_partitions", "attempt": event.get("waited_for_attempt"),
+            stalls.append({"fault": event.get("fault"), "attempt": event.get("waited_for_attempt"),
                            "detail": f"the attempt read nothing in {event.get('waited_s')} s while {written - read} "
                                      "acknowledged records were unread"})
     return stalls

@@ -351,7 +351,7 @@ def _zombie_records(batch: int, zombies: list) -> int:
 #: Seconds the driver may stay frozen while the input gains a partition and the load writes into it (it writes within
 #: a second of the growth here): the query finds the partition with records in it, whatever its discovery interval.
 _GROWTH_FREEZE_S = 15.0
-#: Seconds the growth waits for the attempt before it (the one with more reader tasks than partitions) to read input.
+#: Seconds a growth or a rescale waits for the attempt it ends (one a rescale gave more tasks) to read input.
 _READ_BEFORE_GROWTH_S = 60.0
 
 
@@ -601,7 +601,8 @@ def _sink_runs(ref: str, connector: Connector, seed: int, quick: bool, cooperati
         name=f"{connector.name}-rescale", source=SOURCE_PARTNER, sink=ref, parallelism=2,
         options={"max_records_per_batch": 60}, workload=_workload(rng, 2400),
         schedule=_chain([("rescale", "driver", {"parallelism": 3}, 0.0),
-                         ("rescale", "driver", {"parallelism": 1}, 0.0)], gap_s=4.0),
+                         ("rescale", "driver", {"parallelism": 1, "after_input_read_s": _READ_BEFORE_GROWTH_S}, 0.0)],
+                        gap_s=4.0),
         faults_after_output=1, quiet_timeout_s=_QUIET_S)))
     return runs
 

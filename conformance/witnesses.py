@@ -67,8 +67,9 @@ def added_partition_read(evidence: RunEvidence) -> CheckResult:
 
 
 def rescaled_restart(evidence: RunEvidence) -> CheckResult:
-    """SRC-4, SNK-8, AGG-5: a ``rescale`` fault restarted the query with another parallelism than it ran with, and
-    the attempt it started committed a batch that read input (a progress report of that attempt with rows)."""
+    """SRC-4, SNK-8, AGG-5: ``rescale`` faults restarted the query with another parallelism than it ran with, and
+    the attempt each started committed a batch that read input (a progress report of that attempt with rows): a
+    raise that a later rescale ended before it read tested nothing of the raise."""
     name = "rescaled_restart"
     parallelism = evidence.scenario.get("parallelism")
     stops = [e for e in evidence.history if e["kind"] == "fault-stop" and e.get("fault") == "rescale"]
@@ -82,12 +83,15 @@ def rescaled_restart(evidence: RunEvidence) -> CheckResult:
         rescales.append({"from": parallelism, "to": stop.get("parallelism"), "attempt": stop.get("attempt"),
                          "rows_read": read_by_attempt.get(stop.get("attempt"), 0), "changed": changed})
         parallelism = stop.get("parallelism", parallelism)
-    witnessed = [r for r in rescales if r["changed"] and r["rows_read"] > 0]
-    counts = {"rescales": len(stops), "witnessed": len(witnessed)}
-    if witnessed:
+    changed = [r for r in rescales if r["changed"]]
+    unread = [r for r in changed if r["rows_read"] == 0]
+    counts = {"rescales": len(stops), "witnessed": len(changed) - len(unread)}
+    if changed and not unread:
         return _seen(name, counts, None, rescales=rescales)
-    why = ("the query was never restarted with another parallelism" if not any(r["changed"] for r in rescales) else
-           "no attempt started with another parallelism read input")
+    why = ("the query was never restarted with another parallelism" if not changed else
+           "no attempt started with another parallelism read input" if len(unread) == len(changed) else
+           "the attempt(s) started with parallelism " + ", ".join(str(r["to"]) for r in unread)
+           + " read no input before the next restart")
     return _seen(name, counts, why, rescales=rescales)
 
 

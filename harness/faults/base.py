@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from streamcert.harness.run.observers.base import Observer
     from streamcert.harness.stack.environment import Environment
 
-__all__ = ["FaultContext", "Fault", "FaultCancelled", "FaultNotApplicable", "within"]
+__all__ = ["FaultContext", "Fault", "FaultCancelled", "FaultNotApplicable", "within", "wait_for_input_read"]
 
 T = TypeVar("T")
 
@@ -193,3 +193,20 @@ def within(probe: Callable[[], T], *, what: str, timeout: float, interval: float
         return wait_for(probe, what=what, timeout=timeout, interval=interval, abort=abort, error=_NotWithin)
     except _NotWithin:
         return None
+
+
+def wait_for_input_read(fault: Fault, timeout: float) -> dict[str, Any]:
+    """Wait at most ``timeout`` seconds for the driver's current attempt to commit a batch that read input, before
+    ``fault`` acts: the attempt a fault is about to end is seen doing what it was started for (a rescale's reading
+    with its task count). Says which attempt, whether it read, and how long it was waited for (an attempt that read
+    nothing while records waited is the ``progress`` check's finding)."""
+    import time
+
+    driver = fault.driver
+    attempt, began = driver.attempt, time.monotonic()
+    read = within(lambda: any(e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0
+                              for e in driver.events(attempt)),
+                  what="a batch that read input", timeout=timeout, interval=0.2,
+                  abort=lambda: None if driver.is_running() and not fault.cancelled else "the driver stopped")
+    return {"waited_for_attempt": attempt, "attempt_read_input": bool(read),
+            "waited_s": round(time.monotonic() - began, 3)}

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from streamcert.harness.faults.base import Fault, within
+from streamcert.harness.faults.base import Fault, wait_for_input_read, within
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 from streamcert.harness.run.checkpoint import CheckpointState
 from streamcert.harness.run.state import repartition_state, stop_cleanly
@@ -207,6 +207,10 @@ class RescaleParams(FaultParams):
     master: str = Field(None, min_length=1, description="the Spark master after the restart (default: unchanged)")
     state_partitions: int = Field(None, ge=1, description="repartition the query's state offline into this many "
                                                           "partitions (default: a crash, no state change)")
+    after_input_read_s: float = Field(0.0, ge=0, le=300, allow_inf_nan=False,
+                                      description="before the restart, wait at most this long for the attempt running "
+                                                  "to commit a batch that read input (0: do not wait): the task count "
+                                                  "an earlier rescale gave is seen reading")
 
 
 @fault_kind("rescale", targets=("driver",), params=RescaleParams)
@@ -225,17 +229,19 @@ class RescaleFault(Fault):
 
     def _inject(self) -> dict[str, Any]:
         driver = self.driver
+        read_first = wait_for_input_read(self, self.params.after_input_read_s) if self.params.after_input_read_s \
+            else {}
         state = driver.checkpoint()
         if self.params.state_partitions is None:
             driver.kill()
-            return {"pending_batch": state.pending, "latest_commit": state.latest_commit}
+            return {"pending_batch": state.pending, "latest_commit": state.latest_commit, **read_first}
         committed = stop_cleanly(driver)
         self.context.workdir.mkdir(parents=True, exist_ok=True)
         moved = repartition_state(driver.spec.checkpoint, self.params.state_partitions,
                                   spark_conf=dict(driver.spec.spark_conf or {}),
                                   log=self.context.workdir / "repartition.log")
         return {"pending_batch": None, "latest_commit": committed, "state_partitions_before": moved["before"],
-                "state_partitions_after": moved["after"]}
+                "state_partitions_after": moved["after"], **read_first}
 
     def _heal(self) -> dict[str, Any]:
         driver = self.driver

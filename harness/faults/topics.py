@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from streamcert.harness.faults.base import Fault, within
+from streamcert.harness.faults.base import Fault, wait_for_input_read, within
 from streamcert.harness.faults.registry import FaultParams, fault_kind
 
 __all__ = ["AddPartitionsParams", "AddPartitionsFault"]
@@ -48,7 +48,8 @@ class AddPartitionsFault(Fault):
         from streamcert.harness.stack.kafka_clients import add_partitions, partition_leaders
 
         bootstrap = self.environment.endpoints.bootstrap_servers
-        read_first = self._input_read() if self.params.after_input_read_s else {}
+        wait = self.params.after_input_read_s
+        read_first = wait_for_input_read(self, wait) if wait else {}
         before = len(partition_leaders(bootstrap, self.input_topic))
         freeze = self.params.freeze_driver_s
         if freeze:
@@ -65,18 +66,6 @@ class AddPartitionsFault(Fault):
         return {"topic": self.input_topic, "added_at": added_at, "partitions_before": before, **read_first,
                 **({"frozen_s": round(time.monotonic() - frozen_at, 3), "written_before_found": written}
                    if freeze else {})}
-
-    def _input_read(self) -> dict[str, Any]:
-        """Wait (at most ``after_input_read_s``) for the current attempt to commit a batch that read input: which
-        attempt, and whether it did (a query that read nothing then is the run's checks' to judge)."""
-        driver = self.driver
-        attempt, began = driver.attempt, time.monotonic()
-        read = within(lambda: any(e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0
-                                  for e in driver.events(attempt)),
-                      what="a batch that read input", timeout=self.params.after_input_read_s, interval=0.2,
-                      abort=lambda: None if driver.is_running() and not self.cancelled else "the driver stopped")
-        return {"waited_for_attempt": attempt, "attempt_read_input": bool(read),
-                "waited_s": round(time.monotonic() - began, 3)}
 
     def _committed_into(self, bootstrap: str, added: range, deadline: float) -> dict[str, int]:
         """The committed end offset of each added partition once every one has records, or at ``deadline``."""

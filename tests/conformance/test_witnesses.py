@@ -59,11 +59,18 @@ def _progress(attempt, rows):
     return {"event": "progress", "attempt": attempt, "batchId": 1, "numInputRows": rows}
 
 
-def test_a_restart_with_other_parallelism_whose_attempt_read_input_witnesses_a_rescale():
+def test_restarts_with_other_parallelism_whose_attempts_read_input_witness_a_rescale():
+    found = rescaled_restart(_evidence([_rescaled(5, 2), _rescaled(1, 3)],
+                                       [_progress(1, 60), _progress(2, 30), _progress(3, 40)]))
+    assert found.valid is True and found.counts == {"rescales": 2, "witnessed": 2}
+    assert [(r["from"], r["to"], r["rows_read"]) for r in found.data["rescales"]] == [(2, 5, 30), (5, 1, 40)]
+
+
+def test_a_raise_ended_by_the_next_rescale_before_it_read_leaves_the_rescale_unwitnessed():
     found = rescaled_restart(_evidence([_rescaled(5, 2), _rescaled(1, 3)],
                                        [_progress(1, 60), _progress(2, 0), _progress(3, 40)]))
-    assert found.valid is True and found.counts == {"rescales": 2, "witnessed": 1}
-    assert [(r["from"], r["to"], r["rows_read"]) for r in found.data["rescales"]] == [(2, 5, 0), (5, 1, 40)]
+    assert found.valid == "unknown" and found.counts == {"rescales": 2, "witnessed": 1}
+    assert "parallelism 5 read no input before the next restart" in found.error
 
 
 @pytest.mark.parametrize("history, events, why", [

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from streamcert.harness.faults.base import Fault, FaultContext, within
+from streamcert.harness.faults.base import Fault, FaultContext, wait_for_input_read, within
 from streamcert.harness.faults.schedule import FaultSpec
 from streamcert.harness.run.history import History
 
@@ -81,3 +81,32 @@ def test_within_returns_what_the_probe_found_or_none_on_timeout_or_abort():
     looks = []
     assert within(lambda: looks.append(1), what="never", timeout=30, abort=lambda: "gone" if looks else None) is None
     assert len(looks) == 1  # aborted at the next look, not after 30 s
+
+
+class _Driver:
+    """A driver whose current attempt reports the given progress events, running until ``stops_after`` looks."""
+
+    def __init__(self, events, stops_after=None):
+        self.attempt, self._events, self._looks, self._stops_after = 2, events, 0, stops_after
+
+    def events(self, attempt):
+        self._looks += 1
+        return [e for e in self._events if e["attempt"] == attempt]
+
+    def is_running(self):
+        return self._stops_after is None or self._looks < self._stops_after
+
+
+def _waiting(tmp_path, driver) -> _Counting:
+    return _Counting(FaultSpec("latency", "kafka", 1.0, 2.0, {"latency": 100}, "upstream"),
+                     FaultContext(history=History(), workdir=tmp_path, driver=driver))
+
+
+def test_a_fault_waits_for_the_current_attempt_to_read_input_and_says_whether_it_did(tmp_path):
+    read = {"event": "progress", "attempt": 2, "numInputRows": 60}
+    assert wait_for_input_read(_waiting(tmp_path, _Driver([read])), 5.0)["attempt_read_input"] is True
+    earlier = {"event": "progress", "attempt": 1, "numInputRows": 60}  # another attempt's reading does not count
+    waited = wait_for_input_read(_waiting(tmp_path, _Driver([earlier, {**read, "numInputRows": 0}])), 0.5)
+    assert waited["attempt_read_input"] is False and waited["waited_for_attempt"] == 2 and waited["waited_s"] >= 0.5
+    stopped = wait_for_input_read(_waiting(tmp_path, _Driver([], stops_after=2)), 30.0)  # the driver stopped
+    assert stopped["attempt_read_input"] is False and stopped["waited_s"] < 5
