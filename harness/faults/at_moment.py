@@ -99,7 +99,8 @@ class FaultAtMoment(DriverKillAtMoment):
 
     def __init__(self, spec, context: FaultContext) -> None:
         super().__init__(spec, context)
-        self._inner = kind(self._inner_spec().fault).fault_class(self._inner_spec(), context)
+        inner = self._inner_spec()
+        self._inner = kind(inner.fault).fault_class(inner, context)
         self._struck: dict[str, Any] | None = None
         self._activity_connection: Any = None
         #: whether the struck fault's start ran (even if it failed half-way: its heal undoes what it did)
